@@ -1,0 +1,22 @@
+// Implements: `detseg info`: versions, threads, BLAS and CUDA availability.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+
+namespace detseg::cli {
+
+int run_info() {
+  std::printf("detseg %s\n", DETSEG_VERSION);
+  std::printf("torch %s\n", TORCH_VERSION);
+  std::printf("threads %d\n", at::get_num_threads());
+  std::printf("cuda %s\n", at::hasCUDA() ? "available" : "not available");
+  std::printf("\n%s", at::get_parallel_info().c_str());
+  std::printf("\n%s\n", at::show_config().c_str());
+  return 0;
+}
+
+}  // namespace detseg::cli

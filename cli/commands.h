@@ -1,0 +1,62 @@
+// Implements: the detseg subcommands' arguments and bodies. main.cpp owns the whole command-line
+// grammar (CLI11 is parsed in that one file: its header costs ~15 s per file that includes it);
+// each cli/cmd_*.cpp holds one run_* body that calls the library and returns the exit code.
+// Exit codes: 0 success, 2 usage/config error (throw ConfigError), 1 runtime failure (throw Error).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace detseg::cli {
+
+struct TrainArgs {
+  std::string config;
+  std::string model_dir;
+  std::vector<std::string> overrides;  // --set key=value
+  int nproc = 1;                       // local data-parallel workers
+};
+
+struct EvalArgs {
+  std::string config;
+  std::string checkpoint;  // one checkpoint file, or
+  std::string model_dir;   // the latest checkpoint in a model directory
+  std::string json_out;
+  std::vector<std::string> overrides;
+  bool continuous = false;
+  std::string checkpoint_dir;
+  double wait_interval = 60;
+};
+
+struct PredictArgs {
+  std::string config;
+  std::string checkpoint;
+  std::string input;   // an image or a folder of images
+  std::string output;  // folder for detections JSON and drawings
+  std::vector<std::string> overrides;
+  double score_threshold = 0.3;
+};
+
+struct CocoEvalArgs {
+  std::string gt;
+  std::string dt;
+  std::string iou_type = "bbox";
+  std::string json_out;
+  bool per_class = false;
+  bool class_agnostic = false;
+};
+
+struct ConvertVocArgs {
+  std::string voc_dir;
+  std::string output;
+  std::string split;  // ImageSets/Main/<split>.txt, empty: every annotation file
+  std::string label_map;
+};
+
+int run_train(const TrainArgs& args);
+int run_eval(const EvalArgs& args);
+int run_predict(const PredictArgs& args);
+int run_coco_eval(const CocoEvalArgs& args);
+int run_convert_voc(const ConvertVocArgs& args);
+int run_info();
+
+}  // namespace detseg::cli

@@ -1,0 +1,108 @@
+// Implements: the `detseg` entry point: the whole command-line grammar, global flags, and the
+// exit-code contract (0 success, 2 usage/config error, 1 runtime failure).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <functional>
+
+#include "cli/commands.h"
+#include "detseg/core/error.h"
+#include "detseg/core/log.h"
+#include "detseg/core/threads.h"
+
+namespace {
+
+using namespace detseg::cli;
+
+void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
+  app->add_option("--set", overrides, "Override a config key: --set train.batch_size=4 (repeatable)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace detseg;
+  CLI::App app{"detseg: train, evaluate and run object detectors and semantic-segmentation models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("detseg ") + DETSEG_VERSION);
+  int threads = 0;
+  bool verbose = false, quiet = false;
+  app.add_option("--threads", threads, "Intra-op threads (default 0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("-v,--verbose", verbose, "Debug logging");
+  app.add_flag("-q,--quiet", quiet, "Warnings and errors only");
+  std::function<int()> run;
+
+  TrainArgs train;
+  auto* train_app = app.add_subcommand("train", "Train a model from a pipeline config");
+  train_app->add_option("--config", train.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
+  train_app->add_option("--model-dir", train.model_dir, "Where checkpoints, logs and the resolved config go")->required();
+  add_overrides(train_app, train.overrides);
+  train_app->add_option("--nproc", train.nproc, "Local data-parallel worker processes")->check(CLI::PositiveNumber);
+  train_app->callback([&] { run = [&] { return run_train(train); }; });
+
+  EvalArgs eval;
+  auto* eval_app = app.add_subcommand("eval", "Evaluate a checkpoint: COCO metrics or mIoU, and eval losses");
+  eval_app->add_option("--config", eval.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
+  auto* ckpt = eval_app->add_option("--checkpoint", eval.checkpoint, "Checkpoint file to evaluate");
+  auto* mdir = eval_app->add_option("--model-dir", eval.model_dir, "Evaluate the latest checkpoint in this folder");
+  eval_app->add_option("--json", eval.json_out, "Write the metrics (\"stats\": the 12 COCO numbers) to this JSON file");
+  eval_app->add_flag("--continuous", eval.continuous, "Evaluate each new checkpoint in --checkpoint-dir once");
+  eval_app->add_option("--checkpoint-dir", eval.checkpoint_dir, "Folder watched by --continuous");
+  eval_app->add_option("--wait-interval", eval.wait_interval, "With --continuous: stop after this many seconds with no new checkpoint");
+  add_overrides(eval_app, eval.overrides);
+  ckpt->excludes(mdir);
+  eval_app->callback([&] { run = [&] { return run_eval(eval); }; });
+
+  PredictArgs predict;
+  auto* predict_app = app.add_subcommand("predict", "Run a checkpoint on images; write detections JSON and drawings");
+  predict_app->add_option("--config", predict.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
+  predict_app->add_option("--checkpoint", predict.checkpoint, "Checkpoint file")->required();
+  predict_app->add_option("--input", predict.input, "An image or a folder of images")->required();
+  predict_app->add_option("--output", predict.output, "Output folder")->required();
+  predict_app->add_option("--score-threshold", predict.score_threshold, "Draw detections scoring at least this");
+  add_overrides(predict_app, predict.overrides);
+  predict_app->callback([&] { run = [&] { return run_predict(predict); }; });
+
+  CocoEvalArgs coco;
+  auto* coco_app = app.add_subcommand("coco-eval", "COCO metrics of a results JSON against ground truth (pycocotools' numbers)");
+  coco_app->add_option("--gt", coco.gt, "Ground truth: COCO instances JSON")->required();
+  coco_app->add_option("--dt", coco.dt, "Detections: COCO results JSON")->required();
+  coco_app->add_option("--iou-type", coco.iou_type, "bbox or segm")->check(CLI::IsMember({"bbox", "segm"}));
+  coco_app->add_option("--json", coco.json_out, "Write \"stats\" (12 numbers) and per-category AP to this file");
+  coco_app->add_flag("--per-class", coco.per_class, "Print a per-category AP table");
+  coco_app->add_flag("--class-agnostic", coco.class_agnostic, "Ignore categories when matching (useCats=0)");
+  coco_app->callback([&] { run = [&] { return run_coco_eval(coco); }; });
+
+  ConvertVocArgs voc;
+  auto* convert_app = app.add_subcommand("convert", "Convert datasets to COCO JSON");
+  convert_app->require_subcommand(1);
+  auto* voc_app = convert_app->add_subcommand("voc", "Pascal VOC folder (Annotations/, JPEGImages/) to COCO instances JSON");
+  voc_app->add_option("VOC_DIR", voc.voc_dir, "Folder holding Annotations/ and JPEGImages/")->required();
+  voc_app->add_option("-o,--output", voc.output, "Output COCO JSON")->required();
+  voc_app->add_option("--split", voc.split, "Use ImageSets/Main/<split>.txt (default: every annotation)");
+  voc_app->add_option("--label-map", voc.label_map, "Class names in order, one per line (default: sorted names found)");
+  voc_app->callback([&] { run = [&] { return run_convert_voc(voc); }; });
+
+  auto* info_app = app.add_subcommand("info", "Print versions, thread count, BLAS and CUDA availability");
+  info_app->callback([&] { run = [] { return run_info(); }; });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (verbose) set_log_level(LogLevel::kDebug);
+  if (quiet) set_log_level(LogLevel::kWarn);
+  try {
+    set_threads(threads);
+    return run ? run() : 2;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "detseg: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "detseg: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,1 @@
+// Gives a precompiled-header-only target one translation unit to compile.

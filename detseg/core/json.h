@@ -1,0 +1,23 @@
+// Implements: loading JSON files fast (simdjson, ~GB/s) with errors that say file, line and column.
+#pragma once
+
+#include <simdjson.h>
+
+#include <string>
+
+namespace detseg {
+
+// A parsed JSON document that owns its buffer. Keep it alive while reading `root`.
+struct JsonDocument {
+  std::string path;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+};
+
+// Parses `path`; on malformed JSON throws Error "path:line:column: what was expected".
+void load_json(const std::string& path, JsonDocument& doc);
+
+// Line and column (1-based) of byte `offset` in `text`.
+void line_column(const std::string& text, size_t offset, long& line, long& column);
+
+}  // namespace detseg

@@ -1,0 +1,20 @@
+#include "detseg/core/threads.h"
+
+#include <ATen/Parallel.h>
+
+#include <thread>
+
+namespace detseg {
+
+int hardware_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+int set_threads(int n) {
+  if (n <= 0) n = hardware_threads();
+  at::set_num_threads(n);
+  return n;
+}
+
+}  // namespace detseg

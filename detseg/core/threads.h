@@ -1,0 +1,11 @@
+// Implements: choosing the number of intra-op threads. LibTorch here starts with one thread, so
+// every entry point calls set_threads() before doing work.
+#pragma once
+
+namespace detseg {
+
+// n <= 0 means "all hardware threads". Returns the number actually set.
+int set_threads(int n);
+int hardware_threads();
+
+}  // namespace detseg
