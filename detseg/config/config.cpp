@@ -1,0 +1,510 @@
+// Implements: the pipeline config's single declaration (visit_config) and the three visitors that
+// walk it: YAML reader with validation, YAML writer, Markdown reference writer.
+#include "detseg/config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "detseg/core/error.h"
+#include "detseg/core/files.h"
+
+namespace detseg {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// What a field accepts beyond its type.
+struct Check {
+  double min = -kInf;
+  double max = kInf;
+  std::vector<std::string> one_of;  // allowed strings (empty: any)
+  bool is_path = false;             // resolved against the config file's folder
+};
+Check range(double lo, double hi = kInf) { return Check{lo, hi, {}, false}; }
+Check one_of(std::vector<std::string> names) { return Check{-kInf, kInf, std::move(names), false}; }
+Check path() { return Check{-kInf, kInf, {}, true}; }
+Check any() { return Check{}; }
+
+// ---------------------------------------------------------------------------------------------
+// The declaration: every key, in file order, with its check and meaning. Defaults live in the
+// structs (config.h). To add a key: a member in config.h and one v.field line here.
+
+template <class V>
+void visit_input(V& v, InputConfig& c) {
+  v.field("format", c.format, one_of({"coco", "voc", "seg_folder"}),
+          "Dataset format: COCO instances JSON, Pascal VOC folder, or image+label-PNG folder");
+  v.field("annotations", c.annotations, path(),
+          "COCO JSON file, VOC folder (Annotations/, JPEGImages/) or segmentation list/folder");
+  v.field("images", c.images, path(), "Image folder (COCO file_name is relative to it)");
+  v.field("split", c.split, any(), "VOC: use ImageSets/Main/<split>.txt");
+  v.field("label_map", c.label_map, path(), "Optional class-name file, one name per line");
+  v.field("box_policy", c.box_policy, one_of({"clip", "drop"}),
+          "Boxes outside the image are clipped or dropped; degenerate boxes are always dropped and counted");
+  v.field("hflip", c.hflip, any(), "Random horizontal flip (training)");
+  v.field("scale_min", c.scale_min, range(0.05, 10), "Random scale jitter, lower bound (1.0: off)");
+  v.field("scale_max", c.scale_max, range(0.05, 10), "Random scale jitter, upper bound");
+  v.field("num_workers", c.num_workers, range(0, 64), "Loader worker threads (0: load in the caller)");
+  v.field("prefetch", c.prefetch, range(1, 1024), "Batches prepared ahead");
+  v.field("sample_1_of_n", c.sample_1_of_n, range(1), "Use every n-th image (evaluation)");
+  v.field("max_images", c.max_images, range(0), "Use at most this many images (0: all)");
+}
+
+template <class V>
+void visit_model(V& v, ModelConfig& c) {
+  v.field("type", c.type, one_of({"retinanet", "efficientdet"}), "Meta-architecture");
+  v.field("num_classes", c.num_classes, range(1, 100000), "Number of object classes (no background)");
+  v.field("backbone", c.backbone,
+          one_of({"resnet18", "resnet34", "resnet50", "resnet101", "efficientnet-b0", "efficientnet-b1",
+                  "efficientnet-b2", "efficientnet-b3", "efficientnet-b4", "efficientnet-b5",
+                  "efficientnet-b6", "efficientnet-b7"}),
+          "Backbone network (RetinaNet)");
+  v.field("efficientdet", c.efficientdet, one_of({"d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"}),
+          "EfficientDet size: sets backbone, BiFPN width/depth and head depth per the paper");
+  v.field("image_size", c.image_size, range(32, 4096), "Square network input size in pixels (multiple of 2^max_level)");
+  v.field("min_level", c.min_level, range(2, 7), "Lowest pyramid level");
+  v.field("max_level", c.max_level, range(3, 8), "Highest pyramid level");
+  v.field("num_scales", c.num_scales, range(1, 8), "Anchor scales per octave");
+  v.field("aspect_ratios", c.aspect_ratios, range(0.01, 100), "Anchor aspect ratios");
+  v.field("anchor_scale", c.anchor_scale, range(0.1, 64), "Anchor size relative to the level stride");
+  v.field("fpn_channels", c.fpn_channels, range(8, 2048), "FPN width (RetinaNet)");
+  v.field("frozen_batch_norm", c.frozen_batch_norm, any(), "Backbone batch norm frozen (statistics and affine)");
+  v.field("trainable_backbone_stages", c.trainable_backbone_stages, range(0, 5),
+          "ResNet stages trained, counted from the top (torchvision's trainable_backbone_layers)");
+  v.field("matched_threshold", c.matched_threshold, range(0, 1), "IoU at or above which an anchor is positive");
+  v.field("unmatched_threshold", c.unmatched_threshold, range(0, 1),
+          "IoU below which an anchor is negative; between the two it is ignored");
+  v.field("focal_alpha", c.focal_alpha, range(0, 1), "Focal loss alpha");
+  v.field("focal_gamma", c.focal_gamma, range(0, 10), "Focal loss gamma");
+  v.field("huber_delta", c.huber_delta, range(1e-6, 10), "Huber box loss delta");
+  v.field("box_loss_weight", c.box_loss_weight, range(0, 1e6), "Weight of the box loss in the total");
+  v.field("pixel_mean", c.pixel_mean, range(0, 1), "Per-channel mean of RGB in [0,1]");
+  v.field("pixel_std", c.pixel_std, range(1e-6, 10), "Per-channel std of RGB in [0,1]");
+}
+
+template <class V>
+void visit_postprocess(V& v, PostprocessConfig& c) {
+  v.field("max_detection_points", c.max_detection_points, range(0),
+          "Candidates kept across levels and classes before NMS (0: every anchor with its best class)");
+  v.field("score_threshold", c.score_threshold, range(0, 1), "Drop detections scoring below this");
+  v.field("nms_iou_threshold", c.nms_iou_threshold, range(0, 1), "Per-class NMS IoU threshold");
+  v.field("max_detections_per_image", c.max_detections_per_image, range(1, 100000), "Detections kept per image");
+}
+
+template <class V>
+void visit_schedule(V& v, ScheduleConfig& c) {
+  v.field("type", c.type,
+          one_of({"constant", "stepwise", "cosine", "cosine_tf2", "polynomial", "step", "poly"}),
+          "Learning-rate schedule (see docs/training.md)");
+  v.field("learning_rate", c.learning_rate, range(0, 100), "Base learning rate");
+  v.field("scale_by_batch", c.scale_by_batch, any(), "Multiply the rate by global_batch/64 as the reference does");
+  v.field("warmup_steps", c.warmup_steps, range(0), "Linear warm-up steps");
+  v.field("warmup_init", c.warmup_init, range(0, 100), "Learning rate at step 0 of the warm-up");
+  v.field("drop_steps", c.drop_steps, range(0), "stepwise: steps of the x0.1 and x0.01 drops");
+  v.field("power", c.power, range(0, 100), "polynomial/poly power");
+  v.field("decay_factor", c.decay_factor, range(0, 1), "step: factor per staircase step");
+  v.field("decay_steps", c.decay_steps, range(1), "step: staircase period in steps");
+  v.field("end_learning_rate", c.end_learning_rate, range(0, 100), "poly: rate at the last step");
+  v.field("slow_start_steps", c.slow_start_steps, range(0), "DeepLab slow start: steps at the slow-start rate");
+  v.field("slow_start_learning_rate", c.slow_start_learning_rate, range(0, 100), "DeepLab slow-start rate");
+}
+
+template <class V>
+void visit_optimizer(V& v, OptimizerConfig& c) {
+  v.field("type", c.type, one_of({"momentum", "sgd", "adam", "adamw", "rmsprop"}), "Optimizer");
+  v.field("momentum", c.momentum, range(0, 1), "Momentum (momentum, rmsprop)");
+  v.field("weight_decay", c.weight_decay, range(0, 1), "Decoupled weight decay (adamw) / optimizer decay");
+  v.field("beta1", c.beta1, range(0, 1), "Adam beta1");
+  v.field("beta2", c.beta2, range(0, 1), "Adam beta2");
+  v.field("epsilon", c.epsilon, range(0, 1), "Adam/RMSProp epsilon");
+}
+
+template <class V>
+void visit_fine_tune(V& v, FineTuneConfig& c) {
+  v.field("checkpoint", c.checkpoint, path(), "Checkpoint to start from (ours or a torchvision .pth); empty: none");
+  v.field("type", c.type, one_of({"detection", "classification"}),
+          "detection: all matching variables; classification: backbone only");
+  v.field("exclude", c.exclude, any(), "Regex of parameter names not to load (e.g. the last layers)");
+  v.field("scope_map", c.scope_map, any(), "Name prefix mapping ours=theirs, applied before matching");
+  v.field("skip_missing", c.skip_missing, any(), "Skip variables the checkpoint lacks instead of failing");
+}
+
+template <class V>
+void visit_train(V& v, TrainConfig& c) {
+  v.field("batch_size", c.batch_size, range(1, 4096), "Images per step (per process)");
+  v.field("num_steps", c.num_steps, range(1), "Training steps");
+  v.field("seed", c.seed, range(0), "Seed for initialisation, shuffling and augmentation");
+  v.section("schedule", [&] { visit_schedule(v, c.schedule); });
+  v.section("optimizer", [&] { visit_optimizer(v, c.optimizer); });
+  v.field("l2_weight", c.l2_weight, range(0, 1), "L2 regularisation weight, reported as its own loss");
+  v.field("l2_pattern", c.l2_pattern, any(), "Regex of parameter names the L2 loss covers");
+  v.field("clip_gradients_norm", c.clip_gradients_norm, range(0), "Clip gradients by global norm (0: off)");
+  v.field("moving_average_decay", c.moving_average_decay, range(0, 1), "Weight EMA decay (0: off)");
+  v.field("checkpoint_every", c.checkpoint_every, range(1), "Save a checkpoint every N steps (and at the end)");
+  v.field("keep_checkpoints", c.keep_checkpoints, range(1), "Newest checkpoints kept");
+  v.field("log_every", c.log_every, range(1), "Log losses, LR and speed every N steps");
+  v.section("fine_tune", [&] { visit_fine_tune(v, c.fine_tune); });
+}
+
+template <class V>
+void visit_eval(V& v, EvalConfig& c) {
+  v.field("class_agnostic", c.class_agnostic, any(), "COCO evaluation ignoring classes (useCats=0)");
+  v.field("batch_size", c.batch_size, range(1, 1024), "Images per evaluation batch");
+  v.field("every_steps", c.every_steps, range(0), "Evaluate during training every N steps (0: at the end only)");
+}
+
+template <class V>
+void visit_config(V& v, PipelineConfig& c) {
+  v.section("model", [&] { visit_model(v, c.model); });
+  v.section("postprocess", [&] { visit_postprocess(v, c.postprocess); });
+  v.section("train", [&] { visit_train(v, c.train); });
+  v.section("train_input", [&] { visit_input(v, c.train_input); });
+  v.section("eval", [&] { visit_eval(v, c.eval); });
+  v.section("eval_input", [&] { visit_input(v, c.eval_input); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader: walks the YAML tree beside the declaration, checks each value, rejects unknown keys.
+
+std::string quoted(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "nothing";
+  if (node.IsScalar()) return "\"" + node.Scalar() + "\"";
+  if (node.IsSequence()) return "a list";
+  return "a mapping";
+}
+
+std::string describe_range(const Check& check) {
+  if (check.min > -kInf && check.max < kInf) return str(" in [", check.min, ", ", check.max, "]");
+  if (check.min > -kInf) return str(" >= ", check.min);
+  if (check.max < kInf) return str(" <= ", check.max);
+  return "";
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return out;
+}
+
+bool parse_int(const std::string& text, int64_t& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  out = value;
+  return true;
+}
+
+bool parse_double(const std::string& text, double& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || std::isnan(value)) return false;
+  out = value;
+  return true;
+}
+
+class Reader {
+ public:
+  Reader(YAML::Node root, std::string source, std::set<std::string> overridden, std::string base_dir)
+      : source_(std::move(source)), overridden_(std::move(overridden)), base_dir_(std::move(base_dir)) {
+    stack_.push_back(Level{root, ""});
+    check_mapping(root, "the top level");
+  }
+
+  template <class F>
+  void section(const char* key, F body) {
+    Level& level = stack_.back();
+    level.seen.insert(key);
+    YAML::Node child = lookup(level.node, key);
+    std::string path = level.prefix + key;
+    if (!child.IsDefined() || child.IsNull()) child = YAML::Node(YAML::NodeType::Map);
+    check_mapping(child, path);
+    stack_.push_back(Level{child, path + "."});
+    body();
+    reject_unknown(stack_.back());
+    stack_.pop_back();
+  }
+
+  template <class T>
+  void field(const char* key, T& value, const Check& check, const char* /*doc*/) {
+    Level& level = stack_.back();
+    level.seen.insert(key);
+    YAML::Node node = lookup(level.node, key);
+    if (!node.IsDefined() || node.IsNull()) return;  // keep the default
+    read(node, level.prefix + key, value, check);
+  }
+
+  void finish() { reject_unknown(stack_.front()); }
+
+ private:
+  struct Level {
+    YAML::Node node;
+    std::string prefix;
+    std::set<std::string> seen = {};
+  };
+
+  static YAML::Node lookup(const YAML::Node& map, const char* key) {
+    const YAML::Node& const_map = map;  // const access never inserts
+    YAML::Node found = const_map[key];
+    // A missing key yields an "invalid" node that throws on most uses: hand back a plain null.
+    return found.IsDefined() ? found : YAML::Node();
+  }
+
+  std::string where(const YAML::Node& node, const std::string& path) const {
+    if (overridden_.count(path)) return "--set " + path + ": ";
+    return location(source_, node.Mark().line >= 0 ? node.Mark().line + 1 : 0);
+  }
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& path, const std::string& expected) const {
+    throw ConfigError(where(node, path) + path + ": expected " + expected + ", got " + quoted(node));
+  }
+
+  void check_mapping(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsMap()) fail(node, path, "a mapping of keys");
+  }
+
+  void reject_unknown(const Level& level) const {
+    for (const auto& item : level.node) {
+      std::string key = item.first.as<std::string>();
+      if (level.seen.count(key)) continue;
+      std::vector<std::string> known(level.seen.begin(), level.seen.end());
+      throw ConfigError(where(item.first, level.prefix + key) + level.prefix + key +
+                        ": unknown key (known here: " + join(known) + ")");
+    }
+  }
+
+  void check_range(const YAML::Node& node, const std::string& path, double x, const Check& check,
+                   const char* kind) const {
+    if (x < check.min || x > check.max) fail(node, path, std::string(kind) + describe_range(check));
+  }
+
+  void read(const YAML::Node& node, const std::string& path, int64_t& out, const Check& check) const {
+    int64_t x = 0;
+    if (!node.IsScalar() || !parse_int(node.Scalar(), x)) fail(node, path, "an integer" + describe_range(check));
+    check_range(node, path, static_cast<double>(x), check, "an integer");
+    out = x;
+  }
+  void read(const YAML::Node& node, const std::string& path, double& out, const Check& check) const {
+    double x = 0;
+    if (!node.IsScalar() || !parse_double(node.Scalar(), x)) fail(node, path, "a number" + describe_range(check));
+    check_range(node, path, x, check, "a number");
+    out = x;
+  }
+  void read(const YAML::Node& node, const std::string& path, bool& out, const Check&) const {
+    static const std::set<std::string> yes = {"true", "True", "TRUE", "yes", "on"};
+    static const std::set<std::string> no = {"false", "False", "FALSE", "no", "off"};
+    if (node.IsScalar() && yes.count(node.Scalar())) {
+      out = true;
+    } else if (node.IsScalar() && no.count(node.Scalar())) {
+      out = false;
+    } else {
+      fail(node, path, "true or false");
+    }
+  }
+  void read(const YAML::Node& node, const std::string& path, std::string& out, const Check& check) const {
+    if (!node.IsScalar()) fail(node, path, "a string");
+    out = node.Scalar();
+    if (!check.one_of.empty()) {
+      bool ok = false;
+      for (const auto& name : check.one_of) ok = ok || name == out;
+      if (!ok) fail(node, path, "one of " + join(check.one_of));
+    }
+    if (check.is_path && !out.empty() && !overridden_.count(path) &&
+        std::filesystem::path(out).is_relative()) {
+      out = (std::filesystem::path(base_dir_) / out).lexically_normal().string();
+    }
+  }
+  template <class T>
+  void read(const YAML::Node& node, const std::string& path, std::vector<T>& out, const Check& check) const {
+    if (!node.IsSequence()) fail(node, path, "a list");
+    std::vector<T> values;
+    for (size_t i = 0; i < node.size(); ++i) {
+      T x{};
+      read(node[i], path + "[" + std::to_string(i) + "]", x, check);
+      values.push_back(x);
+    }
+    out = std::move(values);
+  }
+
+  std::string source_;
+  std::set<std::string> overridden_;
+  std::string base_dir_;
+  std::vector<Level> stack_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Writer (resolved config as YAML) and Markdown reference.
+
+class Writer {
+ public:
+  Writer() { out_ << YAML::BeginMap; }
+  template <class F>
+  void section(const char* key, F body) {
+    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    body();
+    out_ << YAML::EndMap;
+  }
+  template <class T>
+  void field(const char* key, const T& value, const Check&, const char*) {
+    out_ << YAML::Key << key << YAML::Value;
+    write(value);
+  }
+  std::string text() {
+    out_ << YAML::EndMap;
+    return std::string(out_.c_str()) + "\n";
+  }
+
+ private:
+  void write(int64_t x) { out_ << x; }
+  void write(double x) { out_ << x; }
+  void write(bool x) { out_ << x; }
+  void write(const std::string& x) { out_ << YAML::DoubleQuoted << x; }
+  template <class T>
+  void write(const std::vector<T>& xs) {
+    out_ << YAML::Flow << YAML::BeginSeq;
+    for (const auto& x : xs) write(x);
+    out_ << YAML::EndSeq;
+  }
+  YAML::Emitter out_;
+};
+
+class Documenter {
+ public:
+  template <class F>
+  void section(const char* key, F body) {
+    prefix_.push_back(std::string(key) + ".");
+    body();
+    prefix_.pop_back();
+  }
+  template <class T>
+  void field(const char* key, const T& value, const Check& check, const char* doc) {
+    std::string path;
+    for (const auto& p : prefix_) path += p;
+    rows_ << "| `" << path << key << "` | " << type_name(value) << " | `" << show(value) << "` | "
+          << allowed(check) << " | " << doc << " |\n";
+  }
+  std::string text() const {
+    return "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n" + rows_.str();
+  }
+
+ private:
+  static const char* type_name(int64_t) { return "int"; }
+  static const char* type_name(double) { return "float"; }
+  static const char* type_name(bool) { return "bool"; }
+  static const char* type_name(const std::string&) { return "string"; }
+  static const char* type_name(const std::vector<double>&) { return "list of float"; }
+  static const char* type_name(const std::vector<int64_t>&) { return "list of int"; }
+  static const char* type_name(const std::vector<std::string>&) { return "list of string"; }
+  static std::string show(int64_t x) { return std::to_string(x); }
+  static std::string show(double x) { return str(x); }
+  static std::string show(bool x) { return x ? "true" : "false"; }
+  static std::string show(const std::string& x) { return x.empty() ? "\"\"" : x; }
+  template <class T>
+  static std::string show(const std::vector<T>& xs) {
+    std::string out = "[";
+    for (size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + show(xs[i]);
+    return out + "]";
+  }
+  static std::string allowed(const Check& check) {
+    if (!check.one_of.empty()) return join(check.one_of);
+    if (check.is_path) return "path (relative to the config file)";
+    std::string r = describe_range(check);
+    return r.empty() ? "" : r.substr(1);
+  }
+  std::vector<std::string> prefix_;
+  std::ostringstream rows_;
+};
+
+// Applies "a.b.c=value" onto the tree, creating mappings on the way.
+void apply_override(YAML::Node root, const std::string& text, std::set<std::string>& overridden) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set " + text + ": expected key.path=value");
+  std::string key = text.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("--set " + text + ": malformed value: " + e.msg);
+  }
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+  YAML::Node cur = root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!cur[parts[i]].IsDefined() || cur[parts[i]].IsNull()) cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    if (!cur[parts[i]].IsMap()) throw ConfigError("--set " + text + ": " + parts[i] + " is not a section");
+    cur.reset(cur[parts[i]]);  // rebind, not assign (yaml-cpp's = would copy content)
+  }
+  cur[parts.back()] = value;
+  overridden.insert(key);
+}
+
+void check_consistency(const PipelineConfig& c) {
+  const std::string at = location(c.source);
+  DETSEG_CONFIG_CHECK(c.model.num_classes > 0, at, "model.num_classes: required (a positive integer)");
+  DETSEG_CONFIG_CHECK(c.model.min_level <= c.model.max_level, at, "model.min_level (", c.model.min_level,
+                      ") must not exceed model.max_level (", c.model.max_level, ")");
+  DETSEG_CONFIG_CHECK(c.model.unmatched_threshold <= c.model.matched_threshold, at,
+                      "model.unmatched_threshold must not exceed model.matched_threshold");
+  DETSEG_CONFIG_CHECK(c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at,
+                      "model.image_size (", c.model.image_size, ") must be a multiple of 2^max_level = ",
+                      int64_t(1) << c.model.max_level);
+  DETSEG_CONFIG_CHECK(c.model.pixel_mean.size() == 3 && c.model.pixel_std.size() == 3, at,
+                      "model.pixel_mean and model.pixel_std need 3 values (RGB)");
+  DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,
+                      "train_input.scale_min must not exceed train_input.scale_max");
+  if (c.train.schedule.type == "stepwise")
+    DETSEG_CONFIG_CHECK(c.train.schedule.drop_steps.size() == 2, at,
+                        "train.schedule.drop_steps: stepwise needs 2 steps (x0.1 and x0.01 drops)");
+}
+
+}  // namespace
+
+PipelineConfig parse_config(const std::string& yaml_text, const std::string& source,
+                            const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(location(source, e.mark.line + 1, e.mark.column + 1) + "malformed YAML: " + e.msg);
+  }
+  if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  std::set<std::string> overridden;
+  for (const auto& o : overrides) apply_override(root, o, overridden);
+  std::string base_dir = std::filesystem::path(source).parent_path().string();
+  PipelineConfig config;
+  config.source = source;
+  Reader reader(root, source, overridden, base_dir.empty() ? "." : base_dir);
+  visit_config(reader, config);
+  reader.finish();
+  check_consistency(config);
+  return config;
+}
+
+PipelineConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  DETSEG_CONFIG_CHECK(file_exists(path), path, ": config file not found");
+  return parse_config(read_file(path), path, overrides);
+}
+
+std::string config_to_yaml(const PipelineConfig& config) {
+  Writer writer;
+  PipelineConfig copy = config;
+  visit_config(writer, copy);
+  return writer.text();
+}
+
+std::string config_reference_markdown() {
+  Documenter doc;
+  PipelineConfig defaults;
+  visit_config(doc, defaults);
+  return doc.text();
+}
+
+}  // namespace detseg

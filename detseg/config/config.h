@@ -1,0 +1,140 @@
+// Implements: the pipeline config (the Object Detection API's pipeline.config, as YAML): typed
+// structs with their defaults. Every key, type, range, default and doc string is declared once, in
+// visit_config() in config.cpp; loading, validation, --set overrides, the resolved-config dump and
+// docs/config.md are all driven from that one declaration.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace detseg {
+
+struct InputConfig {
+  std::string format = "coco";        // coco | voc | seg_folder
+  std::string annotations;            // COCO JSON, or VOC folder, or seg folder list
+  std::string images;                 // image folder (COCO: file_name is relative to it)
+  std::string split;                  // VOC ImageSets/Main/<split>.txt
+  std::string label_map;              // optional class names file
+  std::string box_policy = "clip";    // clip | drop: boxes outside the image or degenerate
+  bool hflip = false;
+  double scale_min = 1.0;             // random scale jitter (EfficientDet) / scale range (DeepLab)
+  double scale_max = 1.0;
+  int64_t num_workers = 2;
+  int64_t prefetch = 4;
+  int64_t sample_1_of_n = 1;          // evaluate every n-th image
+  int64_t max_images = 0;             // 0: all
+};
+
+struct ModelConfig {
+  std::string type = "retinanet";     // retinanet | efficientdet
+  int64_t num_classes = 0;
+  std::string backbone = "resnet50";
+  std::string efficientdet = "d0";    // d0..d7 when type is efficientdet
+  int64_t image_size = 512;
+  int64_t min_level = 3;
+  int64_t max_level = 7;
+  int64_t num_scales = 3;
+  std::vector<double> aspect_ratios = {1.0, 2.0, 0.5};
+  double anchor_scale = 4.0;
+  int64_t fpn_channels = 256;
+  bool frozen_batch_norm = true;
+  int64_t trainable_backbone_stages = 3;
+  double matched_threshold = 0.5;
+  double unmatched_threshold = 0.4;
+  double focal_alpha = 0.25;
+  double focal_gamma = 2.0;
+  double huber_delta = 0.1;
+  double box_loss_weight = 50.0;
+  std::vector<double> pixel_mean = {0.485, 0.456, 0.406};
+  std::vector<double> pixel_std = {0.229, 0.224, 0.225};
+};
+
+struct PostprocessConfig {
+  int64_t max_detection_points = 5000;  // top-k before NMS across levels and classes; 0: all anchors
+  double score_threshold = 0.05;
+  double nms_iou_threshold = 0.5;
+  int64_t max_detections_per_image = 100;
+};
+
+struct ScheduleConfig {
+  std::string type = "constant";      // constant | stepwise | cosine | cosine_tf2 | polynomial | step | poly
+  double learning_rate = 0.01;
+  bool scale_by_batch = false;        // reference: lr * global_batch / 64
+  int64_t warmup_steps = 0;
+  double warmup_init = 0.0;
+  std::vector<int64_t> drop_steps;    // stepwise: steps of the x0.1 and x0.01 drops
+  double power = 0.9;                 // polynomial / poly
+  double decay_factor = 0.1;          // step: staircase factor
+  int64_t decay_steps = 1000;         // step: staircase period
+  double end_learning_rate = 0.0;     // poly
+  int64_t slow_start_steps = 0;
+  double slow_start_learning_rate = 1e-4;
+};
+
+struct OptimizerConfig {
+  std::string type = "momentum";      // momentum | sgd | adam | adamw | rmsprop
+  double momentum = 0.9;
+  double weight_decay = 0.0;          // optimizer-side decay (adamw); L2 as a loss is train.l2_weight
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+};
+
+struct FineTuneConfig {
+  std::string checkpoint;             // empty: train from scratch
+  std::string type = "detection";     // detection | classification
+  std::string exclude;                // regex of our names not to load
+  std::vector<std::string> scope_map; // "ours_prefix=theirs_prefix" pairs
+  bool skip_missing = true;
+};
+
+struct TrainConfig {
+  int64_t batch_size = 2;
+  int64_t num_steps = 1000;
+  int64_t seed = 42;
+  ScheduleConfig schedule;
+  OptimizerConfig optimizer;
+  double l2_weight = 0.0;             // L2 regularisation as its own loss term
+  std::string l2_pattern = "weight";  // regex over parameter names
+  double clip_gradients_norm = 0.0;   // 0: off
+  double moving_average_decay = 0.0;  // 0: no EMA
+  int64_t checkpoint_every = 500;
+  int64_t keep_checkpoints = 7;
+  int64_t log_every = 10;
+  FineTuneConfig fine_tune;
+};
+
+struct EvalConfig {
+  bool class_agnostic = false;
+  int64_t batch_size = 1;
+  int64_t every_steps = 0;            // 0: only at the end of training
+};
+
+struct PipelineConfig {
+  std::string source;                 // file it came from
+  ModelConfig model;
+  PostprocessConfig postprocess;
+  TrainConfig train;
+  InputConfig train_input;
+  EvalConfig eval;
+  InputConfig eval_input;
+};
+
+// Loads and validates `path`, then applies `overrides` ("a.b.c=value", value in YAML syntax).
+// Throws ConfigError "file:line: key.path: what was expected, got ..." on any problem: malformed
+// YAML, unknown key, wrong type, out-of-range value, unknown name. Relative paths in *_input are
+// resolved against the config file's folder.
+PipelineConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Same, from YAML text; `source` names it in messages and anchors relative paths.
+PipelineConfig parse_config(const std::string& yaml_text, const std::string& source,
+                            const std::vector<std::string>& overrides = {});
+
+// The resolved config (every key, defaults filled in) as YAML text.
+std::string config_to_yaml(const PipelineConfig& config);
+
+// Markdown table of every key: path, type, default, allowed values/range, meaning.
+std::string config_reference_markdown();
+
+}  // namespace detseg

@@ -1,0 +1,118 @@
+// Config loading: defaults, overrides, and every kind of mistake named with file:line and key.
+#include <gtest/gtest.h>
+
+#include "detseg/config/config.h"
+#include "detseg/core/error.h"
+
+using detseg::ConfigError;
+using detseg::parse_config;
+
+namespace {
+
+const char* kMinimal =
+    "model:\n"
+    "  num_classes: 3\n"
+    "train:\n"
+    "  batch_size: 4\n"
+    "  schedule:\n"
+    "    type: cosine\n"
+    "train_input:\n"
+    "  annotations: data/train.json\n";
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(yaml, "configs/x.yaml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(Config, DefaultsAndValues) {
+  auto c = parse_config(kMinimal, "configs/x.yaml");
+  EXPECT_EQ(c.model.num_classes, 3);
+  EXPECT_EQ(c.model.type, "retinanet");
+  EXPECT_EQ(c.train.batch_size, 4);
+  EXPECT_EQ(c.train.schedule.type, "cosine");
+  EXPECT_EQ(c.postprocess.max_detection_points, 5000);
+  // Relative paths are anchored at the config file's folder.
+  EXPECT_EQ(c.train_input.annotations, "configs/data/train.json");
+}
+
+TEST(Config, WrongTypeNamesFileLineAndKey) {
+  std::string yaml = kMinimal;
+  yaml.replace(yaml.find("batch_size: 4"), 13, "batch_size: four");
+  EXPECT_EQ(error_of(yaml), "configs/x.yaml:4: train.batch_size: expected an integer in [1, 4096], got \"four\"");
+}
+
+TEST(Config, OutOfRange) {
+  std::string yaml = kMinimal;
+  yaml.replace(yaml.find("batch_size: 4"), 13, "batch_size: 0");
+  EXPECT_EQ(error_of(yaml), "configs/x.yaml:4: train.batch_size: expected an integer in [1, 4096], got \"0\"");
+}
+
+TEST(Config, UnknownKey) {
+  std::string yaml = std::string(kMinimal) + "eval:\n  clas_agnostic: true\n";
+  EXPECT_EQ(error_of(yaml), "configs/x.yaml:10: eval.clas_agnostic: unknown key (known here: batch_size, "
+                            "class_agnostic, every_steps)");
+  EXPECT_NE(error_of(std::string(kMinimal) + "modle: {}\n").find("configs/x.yaml:9: modle: unknown key"),
+            std::string::npos);
+}
+
+TEST(Config, UnknownName) {
+  std::string yaml = kMinimal;
+  yaml.replace(yaml.find("cosine"), 6, "cosnie");
+  EXPECT_NE(error_of(yaml).find("configs/x.yaml:6: train.schedule.type: expected one of constant, stepwise"),
+            std::string::npos);
+}
+
+TEST(Config, MalformedYaml) {
+  EXPECT_NE(error_of("model:\n  num_classes: [1, 2\n").find("configs/x.yaml:"), std::string::npos);
+  EXPECT_NE(error_of("model:\n  num_classes: [1, 2\n").find("malformed YAML"), std::string::npos);
+}
+
+TEST(Config, SectionMustBeMapping) {
+  EXPECT_EQ(error_of("model: 3\n"), "configs/x.yaml:1: model: expected a mapping of keys, got \"3\"");
+}
+
+TEST(Config, Overrides) {
+  auto c = parse_config(kMinimal, "configs/x.yaml",
+                        {"train.batch_size=8", "model.aspect_ratios=[1.0, 2.0]", "eval.class_agnostic=true",
+                         "train_input.annotations=other.json"});
+  EXPECT_EQ(c.train.batch_size, 8);
+  ASSERT_EQ(c.model.aspect_ratios.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.model.aspect_ratios[1], 2.0);
+  EXPECT_TRUE(c.eval.class_agnostic);
+  // A path given on the command line is relative to the working directory, not the config.
+  EXPECT_EQ(c.train_input.annotations, "other.json");
+  EXPECT_EQ(error_of(kMinimal, {"train.batch_size=four"}),
+            "--set train.batch_size: train.batch_size: expected an integer in [1, 4096], got \"four\"");
+  EXPECT_NE(error_of(kMinimal, {"train.bacth_size=4"}).find("train.bacth_size: unknown key"), std::string::npos);
+  EXPECT_NE(error_of(kMinimal, {"nonsense"}).find("expected key.path=value"), std::string::npos);
+}
+
+TEST(Config, ConsistencyChecks) {
+  EXPECT_NE(error_of("train: {batch_size: 2}\n").find("model.num_classes: required"), std::string::npos);
+  EXPECT_NE(error_of("model: {num_classes: 2, image_size: 500}\n").find("multiple of 2^max_level = 128"),
+            std::string::npos);
+}
+
+TEST(Config, ResolvedYamlRoundTrips) {
+  auto c = parse_config(kMinimal, "configs/x.yaml", {"model.focal_gamma=1.5"});
+  std::string text = detseg::config_to_yaml(c);
+  auto again = parse_config(text, "/abs/resolved.yaml");
+  EXPECT_EQ(again.train.batch_size, 4);
+  EXPECT_DOUBLE_EQ(again.model.focal_gamma, 1.5);
+  EXPECT_EQ(again.train.schedule.type, "cosine");
+  // Already-anchored relative paths get anchored again at the new file's folder.
+  EXPECT_EQ(again.train_input.annotations, "/abs/configs/data/train.json");
+}
+
+TEST(Config, ReferenceListsEveryKey) {
+  std::string doc = detseg::config_reference_markdown();
+  EXPECT_NE(doc.find("`train.schedule.warmup_steps`"), std::string::npos);
+  EXPECT_NE(doc.find("`model.num_classes`"), std::string::npos);
+  EXPECT_NE(doc.find("`eval_input.format`"), std::string::npos);
+}
