@@ -98,7 +98,7 @@ void visit_postprocess(V& v, PostprocessConfig& c) {
 template <class V>
 void visit_schedule(V& v, ScheduleConfig& c) {
   v.field("type", c.type,
-          one_of({"constant", "stepwise", "cosine", "cosine_tf2", "polynomial", "step", "poly"}),
+          one_of({"constant", "stepwise", "cosine", "cosine_warmup", "polynomial", "step", "poly"}),
           "Learning-rate schedule (see docs/training.md)");
   v.field("learning_rate", c.learning_rate, range(0, 100), "Base learning rate");
   v.field("scale_by_batch", c.scale_by_batch, any(), "Multiply the rate by global_batch/64 as the reference does");
@@ -111,6 +111,8 @@ void visit_schedule(V& v, ScheduleConfig& c) {
   v.field("end_learning_rate", c.end_learning_rate, range(0, 100), "poly: rate at the last step");
   v.field("slow_start_steps", c.slow_start_steps, range(0), "DeepLab slow start: steps at the slow-start rate");
   v.field("slow_start_learning_rate", c.slow_start_learning_rate, range(0, 100), "DeepLab slow-start rate");
+  v.field("slow_start_burnin", c.slow_start_burnin, one_of({"none", "linear"}),
+          "Slow start: constant at the slow-start rate, or a linear ramp from it to the schedule");
 }
 
 template <class V>
@@ -130,7 +132,10 @@ void visit_fine_tune(V& v, FineTuneConfig& c) {
           "detection: all matching variables; classification: backbone only");
   v.field("exclude", c.exclude, any(), "Regex of parameter names not to load (e.g. the last layers)");
   v.field("scope_map", c.scope_map, any(), "Name prefix mapping ours=theirs, applied before matching");
+  v.field("all_variables", c.all_variables, any(),
+          "detection: load every variable (true) or only the backbone (false, the reference's default)");
   v.field("skip_missing", c.skip_missing, any(), "Skip variables the checkpoint lacks instead of failing");
+  v.field("skip_mismatched", c.skip_mismatched, any(), "Skip variables whose shape differs instead of failing");
 }
 
 template <class V>
@@ -141,7 +146,10 @@ void visit_train(V& v, TrainConfig& c) {
   v.section("schedule", [&] { visit_schedule(v, c.schedule); });
   v.section("optimizer", [&] { visit_optimizer(v, c.optimizer); });
   v.field("l2_weight", c.l2_weight, range(0, 1), "L2 regularisation weight, reported as its own loss");
-  v.field("l2_pattern", c.l2_pattern, any(), "Regex of parameter names the L2 loss covers");
+  v.field("l2_pattern", c.l2_pattern, any(), "Regex of parameter names the L2 loss covers (tensors of 2+ dims)");
+  v.field("freeze_pattern", c.freeze_pattern, any(), "Regex of parameter names not trained");
+  v.field("gradient_multipliers", c.gradient_multipliers, any(),
+          "\"regex=factor\" entries: matching parameters' gradients are scaled (DeepLab: biases x2, last layers x10)");
   v.field("clip_gradients_norm", c.clip_gradients_norm, range(0), "Clip gradients by global norm (0: off)");
   v.field("moving_average_decay", c.moving_average_decay, range(0, 1), "Weight EMA decay (0: off)");
   v.field("checkpoint_every", c.checkpoint_every, range(1), "Save a checkpoint every N steps (and at the end)");

@@ -58,7 +58,7 @@ struct PostprocessConfig {
 };
 
 struct ScheduleConfig {
-  std::string type = "constant";      // constant | stepwise | cosine | cosine_tf2 | polynomial | step | poly
+  std::string type = "constant";      // constant | stepwise | cosine | cosine_warmup | polynomial | step | poly
   double learning_rate = 0.01;
   bool scale_by_batch = false;        // reference: lr * global_batch / 64
   int64_t warmup_steps = 0;
@@ -70,6 +70,7 @@ struct ScheduleConfig {
   double end_learning_rate = 0.0;     // poly
   int64_t slow_start_steps = 0;
   double slow_start_learning_rate = 1e-4;
+  std::string slow_start_burnin = "none";
 };
 
 struct OptimizerConfig {
@@ -86,7 +87,9 @@ struct FineTuneConfig {
   std::string type = "detection";     // detection | classification
   std::string exclude;                // regex of our names not to load
   std::vector<std::string> scope_map; // "ours_prefix=theirs_prefix" pairs
+  bool all_variables = false;
   bool skip_missing = true;
+  bool skip_mismatched = false;
 };
 
 struct TrainConfig {
@@ -96,7 +99,9 @@ struct TrainConfig {
   ScheduleConfig schedule;
   OptimizerConfig optimizer;
   double l2_weight = 0.0;             // L2 regularisation as its own loss term
-  std::string l2_pattern = "weight";  // regex over parameter names
+  std::string l2_pattern = "(^|\\.)weight$";  // regex over parameter names
+  std::string freeze_pattern;
+  std::vector<std::string> gradient_multipliers;  // "regex=factor"
   double clip_gradients_norm = 0.0;   // 0: off
   double moving_average_decay = 0.0;  // 0: no EMA
   int64_t checkpoint_every = 500;

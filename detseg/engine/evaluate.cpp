@@ -1,0 +1,196 @@
+#include "detseg/engine/evaluate.h"
+
+#include <torch/nn/module.h>
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <thread>
+
+#include "detseg/core/error.h"
+#include "detseg/core/files.h"
+#include "detseg/core/log.h"
+#include "detseg/engine/inputs.h"
+#include "detseg/io/metrics_jsonl.h"
+#include "detseg/io/tfevents.h"
+#include "detseg/models/build.h"
+#include "detseg/structures/boxes.h"
+#include "detseg/train/checkpoint.h"
+
+namespace detseg {
+
+std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const std::string& checkpoint,
+                                            int64_t* step) {
+  auto model = build_detector(config);
+  Checkpoint c = read_checkpoint(checkpoint);
+  // With EMA on, the averaged weights are the ones to evaluate and export (the reference's rule).
+  load_module_state(*model, c.ema.empty() ? c.model : c.ema, checkpoint);
+  if (step) *step = c.step;
+  model->eval();
+  return model;
+}
+
+DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  auto dataset = make_detection_dataset(config.eval_input, /*training=*/false);
+  LoaderOptions options =
+      make_loader_options(config, config.eval_input, /*training=*/false, config.eval.batch_size, model.input_size());
+  Loader loader(dataset->size(), [dataset](int64_t i) { return dataset->get(i); }, options);
+
+  DetectionEvalResult result;
+  std::vector<std::pair<std::string, double>> loss_sums;
+  int64_t batches = 0;
+  std::set<int64_t> evaluated_images;
+  Batch batch;
+  while (loader.next(batch)) {
+    auto [losses, detections] = model.losses_and_detect(batch);
+    std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
+    for (auto& [name, value] : losses.parts) values.push_back({name, value.item<double>()});
+    if (loss_sums.empty()) loss_sums = std::vector<std::pair<std::string, double>>(values.size(), {"", 0.0});
+    for (size_t i = 0; i < values.size(); ++i) {
+      loss_sums[i].first = values[i].first;
+      loss_sums[i].second += values[i].second;
+    }
+    ++batches;
+    for (int64_t b = 0; b < batch.size(); ++b) {
+      const int64_t image_id = batch.image_ids[static_cast<size_t>(b)];
+      evaluated_images.insert(image_id);
+      const Boxes& d = detections[static_cast<size_t>(b)];
+      at::Tensor xywh = xyxy_to_xywh(d.boxes.to(at::kDouble)).contiguous();
+      at::Tensor scores = d.scores.to(at::kDouble).contiguous();
+      at::Tensor classes = d.classes.contiguous();
+      for (int64_t i = 0; i < d.size(); ++i) {
+        CocoAnnotation a;
+        a.id = static_cast<int64_t>(result.detections.size()) + 1;
+        a.image_id = image_id;
+        a.category_id = dataset->label_to_category_id(classes[i].item<int64_t>());
+        for (int k = 0; k < 4; ++k) a.bbox[k] = xywh[i][k].item<double>();
+        a.area = a.bbox[2] * a.bbox[3];
+        a.score = scores[i].item<double>();
+        result.detections.push_back(a);
+      }
+    }
+  }
+  for (auto& [name, sum] : loss_sums) result.losses.push_back({name, batches ? sum / batches : 0.0});
+  result.num_images = static_cast<int64_t>(evaluated_images.size());
+
+  // Ground truth restricted to the images evaluated (sample_1_of_n / max_images), as pycocotools'
+  // params.imgIds; detections carry the file's category ids.
+  const CocoDataset& gt = dataset->coco();
+  CocoDataset dt;
+  dt.source = "detections";
+  dt.images = gt.images;
+  dt.categories = gt.categories;
+  dt.annotations = result.detections;
+  dt.index();
+  CocoEvalParams params;
+  params.image_ids.assign(evaluated_images.begin(), evaluated_images.end());
+  params.use_categories = !config.eval.class_agnostic;
+  result.coco = coco_evaluate(gt, dt, params);
+  for (int64_t id : result.coco.params.category_ids) {
+    auto it = gt.category_index.find(id);
+    result.category_names.push_back(it == gt.category_index.end() ? std::to_string(id)
+                                                                   : gt.categories[static_cast<size_t>(it->second)].name);
+  }
+  return result;
+}
+
+std::string eval_result_json(const DetectionEvalResult& r) {
+  std::string out = str("{\n  \"step\": ", r.step, ",\n  \"num_images\": ", r.num_images, ",\n  \"stats\": [");
+  char buf[64];
+  for (size_t i = 0; i < r.coco.stats.size(); ++i) {
+    std::snprintf(buf, sizeof(buf), "%.17g", r.coco.stats[i]);
+    out += (i ? ", " : "") + std::string(buf);
+  }
+  out += "],\n  \"per_category_ap\": {";
+  for (size_t k = 0; k < r.coco.per_category_ap.size() && k < r.category_names.size(); ++k) {
+    std::snprintf(buf, sizeof(buf), "%.17g", r.coco.per_category_ap[k]);
+    out += str(k ? ", " : "", "\"", r.category_names[k], "\": ", buf);
+  }
+  out += "},\n  \"losses\": {";
+  for (size_t i = 0; i < r.losses.size(); ++i) {
+    std::snprintf(buf, sizeof(buf), "%.9g", r.losses[i].second);
+    out += str(i ? ", " : "", "\"", r.losses[i].first, "\": ", buf);
+  }
+  return out + "}\n}\n";
+}
+
+std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
+  std::string out = coco_summary_text(r.coco);
+  for (auto& [name, value] : r.losses) out += str(" eval ", name, " = ", value, "\n");
+  if (per_class) {
+    out += "\n category                       AP\n";
+    for (size_t k = 0; k < r.coco.per_category_ap.size() && k < r.category_names.size(); ++k) {
+      char line[128];
+      std::snprintf(line, sizeof(line), " %-28s %7.3f\n", r.category_names[k].c_str(), r.coco.per_category_ap[k]);
+      out += line;
+    }
+  }
+  return out;
+}
+
+void evaluate_continuously(const PipelineConfig& config, const std::string& checkpoint_dir, double wait_seconds) {
+  CheckpointManagerOptions options;
+  options.model_dir = checkpoint_dir;
+  CheckpointManager manager(options);
+  const std::string eval_dir = checkpoint_dir + "/eval";
+  make_directories(eval_dir);
+  MetricsJsonlWriter metrics(eval_dir + "/metrics.jsonl");
+  EventWriter events(eval_dir);
+  std::set<int64_t> done;
+  auto last_new = std::chrono::steady_clock::now();
+  log_info("watching ", checkpoint_dir, " for new checkpoints (stop after ", wait_seconds, " s without one)");
+  while (true) {
+    std::vector<CheckpointEntry> entries = manager.list();
+    const CheckpointEntry* pending = nullptr;
+    for (const auto& e : entries)
+      if (!done.count(e.step)) pending = &e;  // newest not yet evaluated
+    if (pending) {
+      CheckpointEntry entry = *pending;
+      // Older unevaluated checkpoints are skipped: the trainer may delete them any moment.
+      for (const auto& e : entries)
+        if (e.step <= entry.step) done.insert(e.step);
+      DetectionEvalResult result;
+      try {
+        int64_t step = 0;
+        auto model = load_detector(config, entry.path, &step);
+        result = evaluate_detector(config, *model);
+        result.step = step;
+      } catch (const Error& e) {
+        // A checkpoint deleted by the trainer's keep-N between listing and reading is not fatal.
+        if (!file_exists(entry.path)) continue;
+        throw;
+      }
+      std::printf("checkpoint step %lld\n%s", static_cast<long long>(result.step),
+                  eval_result_text(result, false).c_str());
+      std::fflush(stdout);
+      write_file_atomic(str(eval_dir, "/eval-", result.step, ".json"), eval_result_json(result));
+      MetricsRecord record;
+      record.step = result.step;
+      record.time = unix_time_now();
+      record.split = "eval";
+      static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
+                                      "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
+      for (int i = 0; i < 12; ++i) record.values.push_back({names[i], result.coco.stats[i]});
+      for (auto& l : result.losses) record.values.push_back(l);
+      metrics.write(record);
+      for (auto& [name, value] : record.values) events.add_scalar(name, value, result.step);
+      events.flush();
+      last_new = std::chrono::steady_clock::now();
+      if (result.step >= config.train.num_steps) {
+        log_info("evaluated the final step ", result.step, "; stopping");
+        return;
+      }
+      continue;
+    }
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_new).count();
+    if (waited >= wait_seconds) {
+      log_info("no new checkpoint for ", wait_seconds, " s; stopping");
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+}  // namespace detseg

@@ -1,0 +1,44 @@
+// Implements: evaluating a detector on the eval input: COCO metrics (pycocotools' numbers) and the
+// mean of each loss part, one checkpoint at a time or continuously as a trainer writes them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detseg/config/config.h"
+#include "detseg/data/readers/coco.h"
+#include "detseg/eval/coco_eval.h"
+#include "detseg/models/detector.h"
+
+namespace detseg {
+
+struct DetectionEvalResult {
+  int64_t step = 0;
+  CocoEvalResult coco;
+  std::vector<std::pair<std::string, double>> losses;  // means over the eval batches
+  std::vector<CocoAnnotation> detections;              // COCO results form (category ids of the file)
+  std::vector<std::string> category_names;             // params.category_ids order
+  int64_t num_images = 0;
+};
+
+// A freshly built model with `checkpoint`'s weights (its EMA weights when it holds them).
+// `step` receives the checkpoint's step when not null.
+std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const std::string& checkpoint,
+                                            int64_t* step = nullptr);
+
+DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model);
+
+// {"step", "stats": [12 numbers], "per_category_ap": {name: ap}, "losses": {...}, "num_images"}.
+std::string eval_result_json(const DetectionEvalResult& result);
+
+// The 12-line summary, then the losses, then (with per_class) the per-category table.
+std::string eval_result_text(const DetectionEvalResult& result, bool per_class);
+
+// Evaluates each checkpoint appearing in `checkpoint_dir` once, newest first when several wait;
+// metrics go to checkpoint_dir/eval/ (metrics.jsonl, TensorBoard events, eval-<step>.json). Stops
+// after `wait_seconds` without a new checkpoint, or once the step reaches train.num_steps.
+void evaluate_continuously(const PipelineConfig& config, const std::string& checkpoint_dir, double wait_seconds);
+
+}  // namespace detseg

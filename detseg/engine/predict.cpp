@@ -1,0 +1,102 @@
+#include "detseg/engine/predict.h"
+
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "detseg/core/error.h"
+#include "detseg/core/files.h"
+#include "detseg/core/log.h"
+#include "detseg/data/image_io.h"
+#include "detseg/data/loader.h"
+#include "detseg/data/transforms/augment.h"
+#include "detseg/engine/evaluate.h"
+#include "detseg/engine/inputs.h"
+#include "detseg/train/checkpoint.h"
+#include "detseg/viz/draw.h"
+
+namespace detseg {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> list_images(const std::string& input) {
+  DETSEG_CHECK(fs::exists(input), input, ": no such image or folder");
+  if (!fs::is_directory(input)) return {input};
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(input)) {
+    std::string ext = entry.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+    if (entry.is_regular_file() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png")) files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  DETSEG_CHECK(!files.empty(), input, ": no .jpg, .jpeg or .png images in this folder");
+  return files;
+}
+
+}  // namespace
+
+int64_t predict_images(const PipelineConfig& config, const PredictOptions& options) {
+  torch::NoGradGuard no_grad;
+  Checkpoint checkpoint_meta = read_checkpoint(options.checkpoint);
+  nlohmann::json meta = nlohmann::json::parse(checkpoint_meta.metadata_json, nullptr, false);
+  std::vector<std::string> names;
+  std::vector<int64_t> category_ids;
+  if (meta.is_object() && meta.contains("class_names")) meta["class_names"].get_to(names);
+  if (meta.is_object() && meta.contains("category_ids")) meta["category_ids"].get_to(category_ids);
+  auto model = load_detector(config, options.checkpoint);
+  std::vector<std::string> images = list_images(options.input);
+  make_directories(options.output);
+  LoaderOptions loader = make_loader_options(config, config.eval_input, false, 1, model->input_size());
+
+  nlohmann::json all = nlohmann::json::array();
+  int64_t index = 0;
+  for (const std::string& path : images) {
+    Example ex;
+    ex.image = read_image(path);
+    ex.original_height = ex.image.size(1);
+    ex.original_width = ex.image.size(2);
+    ex.boxes = at::zeros({0, 4}, at::kFloat);
+    ex.classes = at::zeros({0}, at::kLong);
+    ex.iscrowd = at::zeros({0}, at::kBool);
+    ex.image_id = index;
+    Rng rng(0);
+    augment(ex, loader.augment, rng);
+    Batch batch = collate({ex}, loader.collate);
+    Boxes d = model->detect(batch)[0];
+
+    std::vector<DrawnBox> drawn;
+    for (int64_t i = 0; i < d.size(); ++i) {
+      const int64_t label = d.classes[i].item<int64_t>();
+      const std::string name = label < static_cast<int64_t>(names.size()) ? names[label] : std::to_string(label);
+      float x1 = d.boxes[i][0].item<float>(), y1 = d.boxes[i][1].item<float>();
+      float x2 = d.boxes[i][2].item<float>(), y2 = d.boxes[i][3].item<float>();
+      float score = d.scores[i].item<float>();
+      all.push_back({{"file_name", fs::path(path).filename().string()},
+                     {"image_id", index},
+                     {"category_id", label < static_cast<int64_t>(category_ids.size()) ? category_ids[label] : label},
+                     {"category_name", name},
+                     {"bbox", {x1, y1, x2 - x1, y2 - y1}},
+                     {"score", score}});
+      if (score >= options.score_threshold) drawn.push_back({x1, y1, x2, y2, label, score, name});
+    }
+    cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);
+    DETSEG_CHECK(!bgr.empty(), path, ": cannot decode for drawing");
+    draw_boxes(bgr, drawn);
+    std::string out_png = (fs::path(options.output) / fs::path(path).stem()).string() + ".png";
+    std::vector<uchar> png;
+    cv::imencode(".png", bgr, png);
+    write_file_atomic(out_png, std::string(png.begin(), png.end()));
+    log_info(path, ": ", d.size(), " detections, ", drawn.size(), " drawn (score >= ", options.score_threshold,
+             ") -> ", out_png);
+    ++index;
+  }
+  write_file_atomic((fs::path(options.output) / "detections.json").string(), all.dump(1) + "\n");
+  return index;
+}
+
+}  // namespace detseg

@@ -1,0 +1,21 @@
+// Implements: running a trained detector on image files: detections as JSON (COCO results form plus
+// file and class names) and the images with boxes, class names and scores drawn.
+#pragma once
+
+#include <string>
+
+#include "detseg/config/config.h"
+
+namespace detseg {
+
+struct PredictOptions {
+  std::string checkpoint;
+  std::string input;   // an image file or a folder of .jpg/.jpeg/.png
+  std::string output;  // folder: detections.json and <image>.png drawings
+  double score_threshold = 0.3;  // drawing threshold; the JSON keeps every detection
+};
+
+// Returns the number of images processed.
+int64_t predict_images(const PipelineConfig& config, const PredictOptions& options);
+
+}  // namespace detseg

@@ -1,0 +1,247 @@
+#include "detseg/engine/train_loop.h"
+
+#include <nlohmann/json.hpp>
+#include <torch/optim.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "detseg/core/error.h"
+#include "detseg/core/files.h"
+#include "detseg/core/log.h"
+#include "detseg/engine/inputs.h"
+#include "detseg/io/metrics_jsonl.h"
+#include "detseg/io/tfevents.h"
+#include "detseg/models/build.h"
+#include "detseg/train/checkpoint.h"
+#include "detseg/train/ema.h"
+#include "detseg/train/fine_tune.h"
+#include "detseg/train/optimizer.h"
+#include "detseg/train/schedules.h"
+
+namespace detseg {
+namespace {
+
+ScheduleOptions schedule_options(const TrainConfig& t, int64_t world_size) {
+  const ScheduleConfig& c = t.schedule;
+  ScheduleOptions o;
+  o.method = c.type;
+  o.learning_rate = c.learning_rate;
+  o.scale_with_batch = c.scale_by_batch;
+  o.global_batch = t.batch_size * world_size;
+  o.total_steps = t.num_steps;
+  o.warmup_steps = c.warmup_steps;
+  o.warmup_init = c.warmup_init;
+  o.first_drop_step = c.drop_steps.size() > 0 ? c.drop_steps[0] : t.num_steps;
+  o.second_drop_step = c.drop_steps.size() > 1 ? c.drop_steps[1] : t.num_steps;
+  o.power = c.power;
+  o.decay_steps = c.decay_steps;
+  o.decay_factor = c.decay_factor;
+  o.slow_start_steps = c.slow_start_steps;
+  o.slow_start_lr = c.slow_start_learning_rate;
+  o.slow_start_burnin = c.slow_start_burnin;
+  return o;
+}
+
+OptimizerOptions optimizer_options(const TrainConfig& t) {
+  OptimizerOptions o;
+  o.type = t.optimizer.type;
+  o.momentum = t.optimizer.momentum;
+  o.beta1 = t.optimizer.beta1;
+  o.beta2 = t.optimizer.beta2;
+  o.epsilon = t.optimizer.epsilon;
+  o.adamw_weight_decay = t.optimizer.weight_decay;
+  o.weight_decay = t.l2_weight;
+  o.l2_pattern = t.l2_pattern;
+  o.freeze_pattern = t.freeze_pattern;
+  o.clip_gradients_norm = t.clip_gradients_norm;
+  for (const auto& entry : t.gradient_multipliers) {
+    auto eq = entry.rfind('=');
+    DETSEG_CONFIG_CHECK(eq != std::string::npos && eq > 0, "train.gradient_multipliers: expected \"regex=factor\", got \"",
+                        entry, "\"");
+    o.multipliers.push_back({entry.substr(0, eq), std::stod(entry.substr(eq + 1))});
+  }
+  return o;
+}
+
+FineTuneOptions fine_tune_options(const FineTuneConfig& f) {
+  FineTuneOptions o;
+  o.checkpoint = f.checkpoint;
+  o.type = f.type;
+  o.load_all_detection_vars = f.all_variables;
+  o.exclude_pattern = f.exclude;
+  o.skip_missing = f.skip_missing;
+  o.skip_mismatched = f.skip_mismatched;
+  for (const auto& entry : f.scope_map) {
+    auto eq = entry.find('=');
+    DETSEG_CONFIG_CHECK(eq != std::string::npos, "train.fine_tune.scope_map: expected \"ours=theirs\", got \"", entry, "\"");
+    o.scope_map.push_back({"^" + entry.substr(0, eq), entry.substr(eq + 1)});
+  }
+  return o;
+}
+
+// A live progress line on a terminal, plain log lines otherwise.
+class Progress {
+ public:
+  Progress(int64_t first_step, int64_t last_step)
+      : first_(first_step), last_(last_step), tty_(::isatty(2)), start_(std::chrono::steady_clock::now()) {}
+
+  void report(int64_t step, const std::string& values, bool log_line) {
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double per_step = step > first_ ? elapsed / static_cast<double>(step - first_) : 0;
+    double eta = per_step * static_cast<double>(last_ - step);
+    std::string line = str("step ", step, "/", last_, " ", values, " ", per_step > 0 ? 1.0 / per_step : 0.0,
+                           " steps/s eta ", static_cast<int64_t>(eta), "s");
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+      if (step == last_) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    } else if (log_line) {
+      log_info(line);
+    }
+  }
+
+ private:
+  int64_t first_, last_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+TrainResult train_detector(const PipelineConfig& config, const std::string& model_dir) {
+  const TrainConfig& t = config.train;
+  make_directories(model_dir);
+  write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
+  at::manual_seed(static_cast<uint64_t>(t.seed));
+
+  auto dataset = make_detection_dataset(config.train_input, /*training=*/true);
+  DETSEG_CONFIG_CHECK(dataset->num_classes() == config.model.num_classes, location(config.source),
+                      "model.num_classes is ", config.model.num_classes, " but ", config.train_input.annotations,
+                      " defines ", dataset->num_classes(), " categories");
+  auto model = build_detector(config);
+  model->train();
+
+  OptimizerOptions opt_options = optimizer_options(t);
+  ParameterSelection params = select_parameters(*model, opt_options);
+  Schedule schedule = resolve_schedule(schedule_options(t, 1));
+  TrainOptimizer optimizer = build_optimizer(params, opt_options, learning_rate_at(schedule, 0));
+  std::unique_ptr<WeightEma> ema;
+  if (t.moving_average_decay > 0) ema = std::make_unique<WeightEma>(*model, EmaOptions{t.moving_average_decay, true});
+
+  CheckpointManagerOptions ckpt_options;
+  ckpt_options.model_dir = model_dir;
+  ckpt_options.keep = static_cast<int>(t.keep_checkpoints);
+  ckpt_options.save_every_steps = t.checkpoint_every;
+  CheckpointManager checkpoints(ckpt_options);
+
+  int64_t step = 0;
+  if (auto latest = checkpoints.latest()) {
+    Checkpoint c = read_checkpoint(*latest);
+    load_module_state(*model, c.model, *latest);
+    if (!c.optimizer.empty()) load_optimizer_state(*optimizer.optimizer, c.optimizer);
+    if (ema && !c.ema.empty()) ema->load(c.ema);
+    restore_rng_states(c.rng);
+    step = c.step;
+    log_info("resumed from ", *latest, " at step ", step);
+  } else {
+    FineTuneOptions ft = fine_tune_options(t.fine_tune);
+    if (should_fine_tune(ft, model_dir)) {
+      FineTuneSummary summary = fine_tune_from_checkpoint(*model, ft);
+      log_info("fine-tune from ", ft.checkpoint, ":\n", summary.to_string());
+      if (ema) ema = std::make_unique<WeightEma>(*model, EmaOptions{t.moving_average_decay, true});
+    }
+  }
+
+  // Class names travel with the weights so `detseg predict` needs no annotation file.
+  nlohmann::json meta = {{"model", config.model.type}, {"detseg", DETSEG_VERSION},
+                         {"class_names", dataset->class_names()}, {"category_ids", nlohmann::json::array()}};
+  for (int64_t k = 0; k < dataset->num_classes(); ++k) meta["category_ids"].push_back(dataset->label_to_category_id(k));
+  const std::string metadata = meta.dump();
+  auto save = [&](int64_t at_step) {
+    Checkpoint c;
+    c.step = at_step;
+    c.model = module_state(*model);
+    if (ema) c.ema = ema->shadow();
+    c.rng = rng_states();
+    c.optimizer = optimizer_state_bytes(*optimizer.optimizer);
+    c.metadata_json = metadata;
+    return checkpoints.save(c);
+  };
+
+  TrainResult result;
+  result.step = step;
+  if (step >= t.num_steps) {
+    log_info("model dir already holds step ", step, " >= train.num_steps ", t.num_steps, ": nothing to train");
+    if (auto latest = checkpoints.latest()) result.last_checkpoint = *latest;
+    return result;
+  }
+
+  LoaderOptions loader_options =
+      make_loader_options(config, config.train_input, /*training=*/true, t.batch_size, model->input_size());
+  loader_options.start_batch = step;  // resume exactly where the batches left off
+  Loader loader(dataset->size(), [dataset](int64_t i) { return dataset->get(i); }, loader_options);
+
+  MetricsJsonlWriter metrics(model_dir + "/metrics.jsonl");
+  EventWriter events(model_dir + "/train");
+  Progress progress(step, t.num_steps);
+  log_info("training ", config.model.type, " for ", t.num_steps - step, " steps, batch ", t.batch_size, ", ",
+           params.trainable.size(), " trainable tensors (", params.frozen.size(), " frozen)");
+
+  bool first = true;
+  while (step < t.num_steps) {
+    Batch batch;
+    DETSEG_CHECK(loader.next(batch), "training loader ended unexpectedly");
+    const double lr = learning_rate_at(schedule, step);
+    optimizer.set_learning_rate(lr);
+    optimizer.optimizer->zero_grad();
+    ModelLosses losses = model->losses(batch);
+    at::Tensor l2 = l2_regularization_loss(params, opt_options.weight_decay);
+    at::Tensor total = losses.total + l2;
+    const double total_value = total.item<double>();
+    if (!std::isfinite(total_value)) {
+      std::string parts;
+      for (auto& [name, value] : losses.parts) parts += str(" ", name, "=", value.item<double>());
+      auto latest = checkpoints.latest();
+      throw Error(str("loss is ", total_value, " at step ", step, " (", parts, " ); training stopped. The last good "
+                      "checkpoint is ", latest ? *latest : std::string("(none)"),
+                      ". HINT: lower train.schedule.learning_rate or enable train.clip_gradients_norm"));
+    }
+    total.backward();
+    const double grad_norm = clip_gradients_by_global_norm(params.tensors(), opt_options.clip_gradients_norm);
+    optimizer.optimizer->step();
+    ++step;
+    if (ema) ema->update(*model, step);
+    if (first) result.first_loss = total_value;
+    first = false;
+    result.last_loss = total_value;
+
+    const bool log_now = step % t.log_every == 0 || step == t.num_steps;
+    if (log_now) {
+      MetricsRecord record;
+      record.step = step;
+      record.time = unix_time_now();
+      record.split = "train";
+      record.values.push_back({"total_loss", total_value});
+      for (auto& [name, value] : losses.parts) record.values.push_back({name, value.item<double>()});
+      record.values.push_back({"l2_loss", l2.item<double>()});
+      record.values.push_back({"learning_rate", lr});
+      record.values.push_back({"grad_norm", grad_norm});
+      metrics.write(record);
+      for (auto& [name, value] : record.values) events.add_scalar(name, value, step);
+      events.flush();
+    }
+    std::string summary = str("loss ", total_value);
+    for (auto& [name, value] : losses.parts) summary += str(" ", name, " ", value.item<double>());
+    summary += str(" lr ", lr);
+    progress.report(step, summary, log_now);
+    if (checkpoints.due(step) || step == t.num_steps) result.last_checkpoint = save(step);
+  }
+  result.step = step;
+  log_info("saved ", result.last_checkpoint);
+  return result;
+}
+
+}  // namespace detseg

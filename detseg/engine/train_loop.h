@@ -1,0 +1,22 @@
+// Implements: the training loop: batch -> losses -> backward -> clip -> step -> schedule -> EMA, then
+// explicit, ordered calls to save checkpoints, log, and evaluate. Resumes from model_dir's latest
+// checkpoint, or fine-tunes from train.fine_tune when model_dir has none.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "detseg/config/config.h"
+
+namespace detseg {
+
+struct TrainResult {
+  int64_t step = 0;             // steps done in total (resumed ones included)
+  std::string last_checkpoint;  // path of the final checkpoint
+  double last_loss = 0;         // total loss of the last step
+  double first_loss = 0;        // total loss of the first step run in this process
+};
+
+TrainResult train_detector(const PipelineConfig& config, const std::string& model_dir);
+
+}  // namespace detseg

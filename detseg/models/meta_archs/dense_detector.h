@@ -1,0 +1,69 @@
+// Implements: the one-stage (dense) detector shared by RetinaNet and EfficientDet: a network that
+// predicts a class and a box for every anchor, EfficientDet's anchor labeler and detection loss in
+// training, and top-k selection, decoding and per-class NMS at inference. The two models differ
+// only in the network they hold.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "detseg/losses/detection_loss.h"
+#include "detseg/models/dense_outputs.h"
+#include "detseg/models/detector.h"
+#include "detseg/ops/anchors.h"
+#include "detseg/ops/target_assigner.h"
+
+namespace detseg {
+
+struct DensePostprocessOptions {
+  int64_t max_detection_points = 5000;  // (anchor, class) candidates kept before NMS; 0: all anchors
+  double score_threshold = 0.05;
+  double nms_iou_threshold = 0.5;
+  int64_t max_detections_per_image = 100;
+};
+
+struct DenseDetectorOptions {
+  int64_t num_classes = 1;
+  int64_t image_size = 512;
+  MultiLevelAnchorOptions anchors;
+  AnchorLabelerOptions labeler;
+  DetectionLossOptions loss;
+  DensePostprocessOptions postprocess;
+};
+
+class DenseDetectorImpl : public DetectorImpl {
+ public:
+  using NetworkForward = std::function<DenseOutputs(const at::Tensor& images)>;
+
+  // `network`'s children are registered directly on the detector, so parameter names are the
+  // network's own (backbone.body..., head...: torchvision's layout for RetinaNet).
+  DenseDetectorImpl(DenseDetectorOptions options, std::shared_ptr<torch::nn::Module> network,
+                    NetworkForward forward);
+
+  ModelLosses losses(const Batch& batch) override;
+  std::vector<Boxes> detect(const Batch& batch) override;
+  std::pair<ModelLosses, std::vector<Boxes>> losses_and_detect(const Batch& batch) override;
+  int64_t input_size() const override { return options_.image_size; }
+
+  // Dense targets for a batch, anchors in the network's output order:
+  //   cls [B, A] int64 (k >= 0 class, -1 background, -2 ignored), box [B, A, 4] codes.
+  std::pair<at::Tensor, at::Tensor> targets(const Batch& batch);
+  // Detections of one image from raw outputs, in network-input pixels (before mapping back).
+  Boxes postprocess(const at::Tensor& cls_logits, const at::Tensor& box_regression,
+                    int64_t valid_height, int64_t valid_width) const;
+  const at::Tensor& anchors() const { return anchors_; }
+  const DenseDetectorOptions& options() const { return options_; }
+
+ private:
+  DenseDetectorOptions options_;
+  std::shared_ptr<torch::nn::Module> network_;
+  NetworkForward forward_;
+  at::Tensor anchors_;  // [A, 4] xyxy for an image_size x image_size input
+  std::vector<std::pair<int64_t, int64_t>> level_sizes_;
+
+  void check_input(const Batch& batch) const;
+  ModelLosses losses_from(const DenseOutputs& out, const Batch& batch);
+  std::vector<Boxes> detections_from(const DenseOutputs& out, const Batch& batch) const;
+};
+
+}  // namespace detseg
