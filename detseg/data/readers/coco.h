@@ -78,7 +78,14 @@ CocoDataset read_coco(const std::string& path);
 // checks it against the ground truth: unknown image or category ids are errors naming the entry.
 CocoDataset read_coco_results(const std::string& path, const CocoDataset& ground_truth);
 
-// Writes a COCO instances JSON atomically.
+// Writes a COCO instances JSON atomically (RLE segmentations as uncompressed counts lists).
 void write_coco(const CocoDataset& dataset, const std::string& path);
+
+// JSON writing pieces shared with the COCO results writer: a quoted, escaped string; a number in
+// its shortest exact form (integers without a decimal point); `, "segmentation": ...` (nothing
+// for kNone).
+void append_json_string(std::string& out, const std::string& s);
+void append_json_number(std::string& out, double value);
+void append_segmentation_json(std::string& out, const CocoSegmentation& segmentation);
 
 }  // namespace detseg
