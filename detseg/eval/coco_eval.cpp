@@ -231,8 +231,59 @@ struct Entry {
 
 struct AccumulateScratch {
   std::vector<Entry> entries;
+  std::vector<uint8_t> flags;  // [A, T, n] the entries' flags in score order
   std::vector<double> rc, pr, sc;
 };
+
+// Precision at the recall thresholds for one (category, area, max_dets, threshold), as
+// pycocotools computes it from the full per-detection curve. Only true positives are recorded:
+// recall changes only there, each one has the highest precision of its run, and entries before
+// the first one have precision 0, so the interpolated values at the thresholds are the same.
+void precision_curve(const uint8_t* flags, const Entry* entries, size_t n, int64_t max_det, int64_t npig,
+                     const CocoEvalParams& p, AccumulateScratch& s, double* recall, double* precision,
+                     double* scores, int64_t stride) {
+  const double eps = std::numeric_limits<double>::epsilon();  // np.spacing(1)
+  s.rc.clear();
+  s.pr.clear();
+  s.sc.clear();
+  double tp = 0, fp = 0;
+  double first_score = 0;
+  size_t nd = 0;
+  for (size_t e = 0; e < n; ++e) {
+    if (entries[e].rank >= max_det) continue;
+    if (nd++ == 0) first_score = entries[e].score;
+    const uint8_t f = flags[e];
+    if (f & kIgnored) continue;
+    if (f & kMatched) {
+      ++tp;
+      s.rc.push_back(tp / static_cast<double>(npig));
+      s.pr.push_back(tp / (fp + tp + eps));
+      s.sc.push_back(entries[e].score);
+    } else {
+      ++fp;
+    }
+  }
+  *recall = nd ? tp / static_cast<double>(npig) : 0;
+  for (size_t i = s.pr.size() > 0 ? s.pr.size() - 1 : 0; i > 0; --i)
+    if (s.pr[i] > s.pr[i - 1]) s.pr[i - 1] = s.pr[i];
+  // searchsorted(rc, recThrs, side='left'); thresholds past the last recall stay 0.
+  size_t idx = 0;
+  const int64_t R = static_cast<int64_t>(p.recall_thresholds.size());
+  for (int64_t r = 0; r < R; ++r) {
+    const double threshold = p.recall_thresholds[r];
+    while (idx < s.rc.size() && s.rc[idx] < threshold) ++idx;
+    double q = 0, score = 0;
+    if (idx < s.rc.size()) {
+      q = s.pr[idx];
+      // In the full curve a threshold of 0 (or less) lands on the very first detection.
+      score = (threshold <= 0 && nd) ? first_score : s.sc[idx];
+    } else if (threshold <= 0 && nd) {
+      score = first_score;  // no true positive: precision 0 at the first detection
+    }
+    precision[r * stride] = q;
+    scores[r * stride] = score;
+  }
+}
 
 void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
                          const CocoEvalParams& p, CocoEvalResult& out, AccumulateScratch& s) {
@@ -246,49 +297,23 @@ void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
   // Stable on the image-then-rank concatenation, as numpy's mergesort of -score.
   std::stable_sort(s.entries.begin(), s.entries.end(),
                    [](const Entry& a, const Entry& b) { return a.score > b.score; });
-  const double eps = std::numeric_limits<double>::epsilon();  // np.spacing(1)
+  const size_t n = s.entries.size();
+  s.flags.resize(static_cast<size_t>(A * T) * n);
+  for (size_t e = 0; e < n; ++e) {
+    const uint8_t* f = ev.flags.data() + s.entries[e].slot * A * T;
+    for (int64_t at = 0; at < A * T; ++at) s.flags[at * n + e] = f[at];
+  }
   for (int64_t a = 0; a < A; ++a) {
     int64_t npig = 0;
     for (int64_t i = 0; i < I; ++i) npig += ev.npig[(k * I + i) * A + a];
-    if (npig == 0) continue;
-    for (int64_t m = 0; m < M; ++m) {
-      const int64_t max_det = p.max_dets[m];
+    if (npig == 0) continue;  // no ground truth: precision and recall stay -1
+    for (int64_t m = 0; m < M; ++m)
       for (int64_t t = 0; t < T; ++t) {
-        s.rc.clear();
-        s.pr.clear();
-        s.sc.clear();
-        double tp = 0, fp = 0;
-        for (const Entry& e : s.entries) {
-          if (e.rank >= max_det) continue;
-          const uint8_t f = ev.flags[(e.slot * A + a) * T + t];
-          if (!(f & kIgnored)) (f & kMatched) ? ++tp : ++fp;
-          s.rc.push_back(tp / static_cast<double>(npig));
-          s.pr.push_back(tp / (fp + tp + eps));
-          s.sc.push_back(e.score);
-        }
-        const size_t nd = s.rc.size();
-        out.recall[((t * K + k) * A + a) * M + m] = nd ? s.rc.back() : 0;
-        for (size_t i = nd > 0 ? nd - 1 : 0; i > 0; --i)
-          if (s.pr[i] > s.pr[i - 1]) s.pr[i - 1] = s.pr[i];
-        // searchsorted(rc, recThrs, side='left'); thresholds past the last recall stay 0, and
-        // pycocotools stops filling at the first such one (its try/except).
-        bool past_end = false;
-        for (int64_t r = 0; r < R; ++r) {
-          const size_t idx = past_end ? nd
-              : static_cast<size_t>(std::lower_bound(s.rc.begin(), s.rc.end(), p.recall_thresholds[r]) -
-                                    s.rc.begin());
-          const size_t at = (((t * R + r) * K + k) * A + a) * M + m;
-          if (idx >= nd) {
-            past_end = true;
-            out.precision[at] = 0;
-            out.scores[at] = 0;
-          } else {
-            out.precision[at] = s.pr[idx];
-            out.scores[at] = s.sc[idx];
-          }
-        }
+        const size_t at = (((t * R) * K + k) * A + a) * M + m;  // r = 0; r steps by K*A*M
+        precision_curve(s.flags.data() + (a * T + t) * n, s.entries.data(), n, p.max_dets[m], npig, p, s,
+                        &out.recall[((t * K + k) * A + a) * M + m], &out.precision[at], &out.scores[at],
+                        K * A * M);
       }
-    }
   }
 }
 

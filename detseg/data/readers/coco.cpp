@@ -338,6 +338,41 @@ CocoDataset read_coco(const std::string& path) {
   return data;
 }
 
+void finish_coco_result(CocoAnnotation& ann, int64_t index, bool box_mode, const CocoImage& image) {
+  // As pycocotools' loadRes: ids 1..N in file order, no crowd, area from the box in box mode and
+  // from the mask otherwise (then the box too, when none was given).
+  ann.id = index + 1;
+  ann.iscrowd = false;
+  if (box_mode) {
+    ann.area = ann.bbox[2] * ann.bbox[3];
+  } else {
+    CocoRle rle = segmentation_to_rle(ann.segmentation, image.height, image.width);
+    ann.area = static_cast<double>(rle_area(rle));
+    if (ann.bbox[2] == 0 && ann.bbox[3] == 0) rle_to_box(rle, ann.bbox);
+  }
+}
+
+CocoDataset coco_results_from(std::vector<CocoAnnotation> detections, const CocoDataset& gt, bool box_mode) {
+  CocoDataset data;
+  data.source = "detections";
+  data.images = gt.images;
+  data.categories = gt.categories;
+  data.annotations = std::move(detections);
+  for (size_t i = 0; i < data.annotations.size(); ++i) {
+    CocoAnnotation& ann = data.annotations[i];
+    auto image = gt.image_index.find(ann.image_id);
+    DETSEG_CHECK(image != gt.image_index.end(), "detections[", i, "].image_id: image ", ann.image_id,
+                 " is not in the ground truth ", gt.source);
+    DETSEG_CHECK(gt.category_index.count(ann.category_id), "detections[", i, "].category_id: category ",
+                 ann.category_id, " is not in the ground truth ", gt.source);
+    DETSEG_CHECK(ann.bbox[2] >= 0 && ann.bbox[3] >= 0, "detections[", i, "].bbox: negative size");
+    DETSEG_CHECK(!std::isnan(ann.score), "detections[", i, "].score: NaN");
+    finish_coco_result(ann, static_cast<int64_t>(i), box_mode, gt.images[image->second]);
+  }
+  data.index();
+  return data;
+}
+
 CocoDataset read_coco_results(const std::string& path, const CocoDataset& gt) {
   JsonDocument doc;
   load_json(path, doc);
@@ -365,20 +400,9 @@ CocoDataset read_coco_results(const std::string& path, const CocoDataset& gt) {
       at.fail("image_id", str("image ", ann.image_id, " is not in the ground truth ", gt.source));
     if (!gt.category_index.count(ann.category_id))
       at.fail("category_id", str("category ", ann.category_id, " is not in the ground truth ", gt.source));
-    // As pycocotools' loadRes: ids 1..N in file order, no crowd, area from the box in box mode
-    // and from the mask otherwise.
-    ann.id = static_cast<int64_t>(i) + 1;
-    ann.iscrowd = false;
-    if (box_mode) {
-      if (!seen.bbox) at.fail("bbox", "missing (the first result has a bbox, so every result needs one)");
-      ann.area = ann.bbox[2] * ann.bbox[3];
-    } else {
-      if (!seen.segmentation) at.fail("segmentation", "missing (the first result has only a segmentation)");
-      const CocoImage& im = gt.images[image->second];
-      CocoRle rle = segmentation_to_rle(ann.segmentation, im.height, im.width);
-      ann.area = static_cast<double>(rle_area(rle));
-      if (!seen.bbox) rle_to_box(rle, ann.bbox);
-    }
+    if (box_mode && !seen.bbox) at.fail("bbox", "missing (the first result has a bbox, so every result needs one)");
+    if (!box_mode && !seen.segmentation) at.fail("segmentation", "missing (the first result has only a segmentation)");
+    finish_coco_result(ann, static_cast<int64_t>(i), box_mode, gt.images[image->second]);
     ++i;
   }
   data.index();

@@ -78,6 +78,13 @@ CocoDataset read_coco(const std::string& path);
 // checks it against the ground truth: unknown image or category ids are errors naming the entry.
 CocoDataset read_coco_results(const std::string& path, const CocoDataset& ground_truth);
 
+// Detections held in memory (from the eval loop) turned into the same form read_coco_results
+// gives: checked against the ground truth, ids 1..N, no crowd, area as pycocotools' loadRes sets
+// it (w*h in box mode; the mask's area, and its box where none is set, otherwise).
+CocoDataset coco_results_from(std::vector<CocoAnnotation> detections, const CocoDataset& ground_truth,
+                              bool box_mode = true);
+void finish_coco_result(CocoAnnotation& detection, int64_t index, bool box_mode, const CocoImage& image);
+
 // Writes a COCO instances JSON atomically (RLE segmentations as uncompressed counts lists).
 void write_coco(const CocoDataset& dataset, const std::string& path);
 
