@@ -1,0 +1,113 @@
+// Implements: the ops benchmark: times detseg's nms, batched_nms and roi_align on the inputs
+// written by bench/peers/ops_peer.py, checks the outputs equal torchvision's, and prints the
+// time ratios against torchvision's timings from the same run. Use bench/run_ops.sh.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "detseg/ops/nms.h"
+#include "detseg/ops/roi_align.h"
+
+namespace {
+
+std::string g_dir;
+
+at::Tensor load(const std::string& name, at::ScalarType type, std::vector<int64_t> shape) {
+  std::ifstream in(g_dir + "/" + name + ".bin", std::ios::binary);
+  if (!in) throw std::runtime_error("bench_ops: cannot read " + g_dir + "/" + name + ".bin");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int64_t elem = static_cast<int64_t>(at::elementSize(type));
+  int64_t known = 1;
+  for (auto s : shape) known *= s < 0 ? 1 : s;
+  for (auto& s : shape)
+    if (s < 0) s = static_cast<int64_t>(bytes.size()) / elem / known;
+  auto t = at::empty(shape, type);
+  if (static_cast<size_t>(t.numel() * elem) != bytes.size())
+    throw std::runtime_error("bench_ops: " + name + " has an unexpected size");
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+double best_of(int reps, const std::function<void()>& fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+void report(const char* name, double ours, const nlohmann::json& peer, const std::string& check) {
+  const double theirs = peer["seconds"].get<double>();
+  std::printf("%-28s detseg %9.4f s   torchvision %9.4f s   ratio %6.3f   %s\n", name, ours, theirs,
+              ours / theirs, check.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_ops DATA_DIR [threads]  (see bench/run_ops.sh)\n");
+    return 2;
+  }
+  g_dir = argv[1];
+  at::set_num_threads(argc > 2 ? std::stoi(argv[2]) : 2);
+  nlohmann::json tv;
+  std::ifstream(g_dir + "/torchvision.json") >> tv;
+  std::printf("threads: detseg %d, torchvision %d\n", at::get_num_threads(), tv["threads"].get<int>());
+
+  for (int n : {10000, 100000}) {
+    const std::string key = "nms_" + std::to_string(n);
+    if (!tv.contains(key)) continue;
+    const std::string p = "nms" + std::to_string(n);
+    auto boxes = load(p + "_boxes", at::kFloat, {-1, 4});
+    auto scores = load(p + "_scores", at::kFloat, {-1});
+    auto want = load(p + "_keep", at::kLong, {-1});
+    at::Tensor keep;
+    double t = best_of(3, [&] { keep = detseg::nms(boxes, scores, 0.5); });
+    report(("nms " + std::to_string(n) + " boxes").c_str(), t, tv[key],
+           at::equal(keep, want) ? "same kept indices" : "KEPT INDICES DIFFER");
+  }
+  {
+    auto boxes = load("bnms_boxes", at::kFloat, {-1, 4});
+    auto scores = load("bnms_scores", at::kFloat, {-1});
+    auto classes = load("bnms_classes", at::kLong, {-1});
+    auto want = load("bnms_keep", at::kLong, {-1});
+    at::Tensor keep;
+    double t = best_of(3, [&] { keep = detseg::batched_nms(boxes, scores, classes, 0.5); });
+    report("batched_nms 80 x 1000", t, tv["batched_nms_80x1000"],
+           at::equal(keep, want) ? "same kept indices" : "KEPT INDICES DIFFER");
+  }
+  {
+    auto feat = load("roi_feat", at::kFloat, {2, 256, 80, 80});
+    auto rois = load("roi_rois", at::kFloat, {-1, 5});
+    detseg::RoiAlignOptions o;
+    o.output_size = {7, 7};
+    o.spatial_scale = 1.0 / 8;
+    o.sampling_ratio = 2;
+    o.aligned = true;
+    at::Tensor out;
+    double t = best_of(3, [&] { out = detseg::roi_align_forward(feat, rois, o); });
+    auto want = load("roi_out_first20", at::kFloat, {20, 256, 7, 7});
+    double diff = (out.slice(0, 0, 20) - want).abs().max().item<double>();
+    report("roi_align forward", t, tv["roi_align_forward"], "max |diff| " + std::to_string(diff));
+    at::Tensor grad;
+    double tb = best_of(3, [&] {
+      auto x = feat.clone().requires_grad_(true);
+      detseg::roi_align(x, rois, o).sum().backward();
+      grad = x.grad();
+    });
+    auto want_g = load("roi_grad_first_channel", at::kFloat, {2, 1, 80, 80});
+    double gdiff = (grad.slice(1, 0, 1) - want_g).abs().max().item<double>();
+    report("roi_align forward+backward", tb, tv["roi_align_forward_backward"],
+           "max |grad diff| " + std::to_string(gdiff));
+  }
+  return 0;
+}
