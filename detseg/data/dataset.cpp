@@ -2,8 +2,6 @@
 // SegmentationDataset (image + class-index PNG -> Examples), plus mask rasterization.
 #include "detseg/data/dataset.h"
 
-#include <opencv2/imgproc.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -21,22 +19,46 @@ BoxPolicy parse_box_policy(const std::string& name) {
   throw ConfigError(str("invalid box policy '", name, "': expected clip or drop"));
 }
 
+namespace {
+
+// Even-odd scanline fill sampling pixel centres: pixel (x, y) is set when (x + 0.5, y + 0.5) lies
+// inside the polygon (COCO coordinates are continuous, pixel i spans [i, i+1)), so a 4x3 square
+// covers exactly 12 pixels, like pycocotools' rasterization up to edge rounding.
+void fill_polygon(const std::vector<double>& xy, int64_t height, int64_t width, uint8_t* mask) {
+  const size_t n = xy.size() / 2;
+  if (n < 3) return;  // no area
+  double ymin = xy[1], ymax = xy[1];
+  for (size_t i = 0; i < n; ++i) {
+    ymin = std::min(ymin, xy[2 * i + 1]);
+    ymax = std::max(ymax, xy[2 * i + 1]);
+  }
+  const int64_t row0 = std::max<int64_t>(0, static_cast<int64_t>(std::floor(ymin - 0.5)));
+  const int64_t row1 = std::min<int64_t>(height - 1, static_cast<int64_t>(std::ceil(ymax)));
+  std::vector<double> xs;
+  for (int64_t y = row0; y <= row1; ++y) {
+    const double yc = static_cast<double>(y) + 0.5;
+    xs.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const double x0 = xy[2 * i], y0 = xy[2 * i + 1];
+      const double x1 = xy[2 * ((i + 1) % n)], y1 = xy[2 * ((i + 1) % n) + 1];
+      if ((y0 <= yc && yc < y1) || (y1 <= yc && yc < y0)) xs.push_back(x0 + (yc - y0) * (x1 - x0) / (y1 - y0));
+    }
+    std::sort(xs.begin(), xs.end());
+    for (size_t k = 0; k + 1 < xs.size(); k += 2) {
+      const int64_t a = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(xs[k] - 0.5)));
+      const int64_t b = std::min<int64_t>(width, static_cast<int64_t>(std::ceil(xs[k + 1] - 0.5)));
+      if (b > a) std::fill(mask + y * width + a, mask + y * width + b, uint8_t{1});
+    }
+  }
+}
+
+}  // namespace
+
 at::Tensor segmentation_to_mask(const CocoSegmentation& seg, int64_t height, int64_t width) {
   at::Tensor mask = at::zeros({height, width}, at::kByte);  // [H, W]
   if (seg.kind == CocoSegmentation::kPolygons) {
-    cv::Mat m(static_cast<int>(height), static_cast<int>(width), CV_8UC1, mask.data_ptr<uint8_t>());
-    constexpr int kShift = 3;  // sub-pixel vertices: 1/8 pixel
-    std::vector<std::vector<cv::Point>> polys;
-    for (const auto& poly : seg.polygons) {
-      if (poly.size() < 6) continue;  // fewer than 3 points: no area
-      std::vector<cv::Point> pts;
-      for (size_t i = 0; i + 1 < poly.size(); i += 2)
-        // COCO coordinates are continuous (pixel i spans [i, i+1)); OpenCV puts vertices on pixel centres.
-        pts.emplace_back(static_cast<int>(std::lround((poly[i] - 0.5) * (1 << kShift))),
-                         static_cast<int>(std::lround((poly[i + 1] - 0.5) * (1 << kShift))));
-      polys.push_back(std::move(pts));
-    }
-    if (!polys.empty()) cv::fillPoly(m, polys, cv::Scalar(1), cv::LINE_8, kShift);
+    uint8_t* m = mask.data_ptr<uint8_t>();
+    for (const auto& poly : seg.polygons) fill_polygon(poly, height, width, m);
   } else if (seg.kind == CocoSegmentation::kRle) {
     DETSEG_CHECK(seg.rle.height == height && seg.rle.width == width, "RLE mask is ", seg.rle.height, "x",
                  seg.rle.width, " but its image is ", height, "x", width);

@@ -113,8 +113,10 @@ class XmlParser {
     std::string text;
     for (;;) {
       const size_t lt = s_.find('<', pos_);
-      if (lt == std::string::npos)
+      if (lt == std::string::npos) {
+        advance(s_.size() - pos_);  // report the line where the file ends
         fail(str("expected </", node.name, "> (element opened at line ", node.line, "), got end of file"));
+      }
       append_text(text, pos_, lt);
       advance(lt - pos_);
       if (starts("</")) {
