@@ -207,3 +207,19 @@ TEST(SegmentationDataset, OutOfRangeLabelNamesFile) {
   msg = error_of([&] { read_seg_folder(o); });
   EXPECT_NE(msg.find("img/y.png: no label map"), std::string::npos) << msg;
 }
+
+TEST(DemoSet, BundledBccdSubsetLoads) {
+  const std::string demo = std::string(DETSEG_SOURCE_DIR) + "/assets/demo";
+  DetectionDatasetOptions o;
+  o.image_dir = demo + "/images";
+  DetectionDataset train(read_coco(demo + "/train.json"), o);
+  DetectionDataset val(read_coco(demo + "/val.json"), o);
+  EXPECT_EQ(train.size(), 60);
+  EXPECT_EQ(val.size(), 20);
+  EXPECT_EQ(train.class_names(), (std::vector<std::string>{"RBC", "WBC", "Platelets"}));
+  EXPECT_EQ(train.box_stats().total, 1001);
+  EXPECT_EQ(val.box_stats().total, 339);
+  Example ex = val.get(19);
+  EXPECT_EQ(ex.image.sizes(), (at::IntArrayRef{3, 480, 640}));
+  EXPECT_GT(ex.num_boxes(), 0);
+}
