@@ -78,7 +78,21 @@ CocoDataset read_coco(const std::string& path);
 // checks it against the ground truth: unknown image or category ids are errors naming the entry.
 CocoDataset read_coco_results(const std::string& path, const CocoDataset& ground_truth);
 
-// Writes a COCO instances JSON atomically.
+// Detections held in memory (from the eval loop) turned into the same form read_coco_results
+// gives: checked against the ground truth, ids 1..N, no crowd, area as pycocotools' loadRes sets
+// it (w*h in box mode; the mask's area, and its box where none is set, otherwise).
+CocoDataset coco_results_from(std::vector<CocoAnnotation> detections, const CocoDataset& ground_truth,
+                              bool box_mode = true);
+void finish_coco_result(CocoAnnotation& detection, int64_t index, bool box_mode, const CocoImage& image);
+
+// Writes a COCO instances JSON atomically (RLE segmentations as uncompressed counts lists).
 void write_coco(const CocoDataset& dataset, const std::string& path);
+
+// JSON writing pieces shared with the COCO results writer: a quoted, escaped string; a number in
+// its shortest exact form (integers without a decimal point); `, "segmentation": ...` (nothing
+// for kNone).
+void append_json_string(std::string& out, const std::string& s);
+void append_json_number(std::string& out, double value);
+void append_segmentation_json(std::string& out, const CocoSegmentation& segmentation);
 
 }  // namespace detseg

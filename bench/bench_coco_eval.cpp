@@ -1,0 +1,84 @@
+// Implements: timing of detseg's COCO evaluation on the shared reference cases, phase by phase
+// (JSON load, evaluate, accumulate, summarize), against pycocotools' timings *recorded* in
+// ../shared/coco_cases/*/ref.json (pycocotools cannot be installed here, so it is not run side by
+// side: the ratios compare this run with figures recorded on the same kind of 2-core machine).
+// Usage: bench_coco_eval [case ...] [--repeats N] [--threads N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "detseg/core/json.h"
+#include "detseg/core/threads.h"
+#include "detseg/data/readers/coco.h"
+#include "detseg/eval/coco_eval.h"
+
+using namespace detseg;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Recorded {
+  double evaluate_accumulate = 0, whole = 0;
+};
+
+// pycocotools' own timings from ref.json; "whole" adds loading and summarize as recorded.
+Recorded recorded(const std::string& dir) {
+  JsonDocument doc;
+  load_json(dir + "/ref.json", doc);
+  Recorded r;
+  auto timing = doc.root["timing"];
+  r.evaluate_accumulate = double(timing["evaluate_accumulate_s"]);
+  r.whole = r.evaluate_accumulate + double(timing["load_gt_s"]) + double(timing["load_dt_s"]) +
+            double(timing["summarize_s"]);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> cases;
+  int repeats = 5, threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else cases.push_back(argv[i]);
+  }
+  if (cases.empty()) cases = {"case_small", "case_medium", "case_large"};
+  if (threads <= 0) threads = hardware_threads();
+  std::printf("detseg COCO eval (bbox), %d threads, best of %d runs. pycocotools figures are the ones\n"
+              "recorded in coco_cases/*/ref.json (not run here: pycocotools cannot be installed).\n\n",
+              threads, repeats);
+  std::printf("%-12s %8s %8s %8s %8s %9s | %10s %10s | %8s %8s\n", "case", "load", "evaluate", "accum",
+              "summ", "whole", "pycoco e+a", "pycoco all", "x e+a", "x whole");
+  for (const auto& name : cases) {
+    const std::string dir = std::string(DETSEG_SHARED_DIR) + "/coco_cases/" + name;
+    double best_load = 1e9, best_eval = 1e9, best_acc = 1e9, best_sum = 1e9, best_whole = 1e9;
+    for (int r = 0; r < repeats; ++r) {
+      const double t0 = now();
+      CocoDataset gt = read_coco(dir + "/gt.json");
+      CocoDataset dt = read_coco_results(dir + "/dt.json", gt);
+      const double t1 = now();
+      CocoEvalResult result = coco_evaluate(gt, dt, CocoEvalParams(), threads);
+      const double t2 = now();
+      const double t3 = now();
+      std::string text = coco_summary_text(result);  // summarize() itself runs inside coco_evaluate
+      const double t4 = now();
+      best_load = std::min(best_load, t1 - t0);
+      best_eval = std::min(best_eval, result.seconds_evaluate);
+      best_acc = std::min(best_acc, result.seconds_accumulate);
+      best_sum = std::min(best_sum, (t2 - t1) - result.seconds_evaluate - result.seconds_accumulate + (t4 - t3));
+      best_whole = std::min(best_whole, t4 - t0);
+    }
+    Recorded rec = recorded(dir);
+    std::printf("%-12s %8.4f %8.4f %8.4f %8.4f %9.4f | %10.3f %10.3f | %7.1fx %7.1fx\n", name.c_str(), best_load,
+                best_eval, best_acc, best_sum, best_whole, rec.evaluate_accumulate, rec.whole,
+                rec.evaluate_accumulate / (best_eval + best_acc), rec.whole / best_whole);
+  }
+  return 0;
+}
