@@ -1,0 +1,206 @@
+// Implements: collate (pad + stack) and the threaded, deterministic Loader.
+#include "detseg/data/loader.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "detseg/core/error.h"
+
+namespace detseg {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t mix(uint64_t seed, uint64_t a, uint64_t b) { return splitmix64(splitmix64(splitmix64(seed) ^ a) ^ b); }
+
+int64_t round_up(int64_t v, int64_t m) { return m <= 1 ? v : (v + m - 1) / m * m; }
+
+}  // namespace
+
+Batch collate(const std::vector<Example>& examples, const CollateOptions& options) {
+  DETSEG_CHECK(!examples.empty(), "collate: empty batch");
+  const int64_t b = static_cast<int64_t>(examples.size());
+  int64_t H = 0, W = 0, M = 1;
+  bool masks = examples[0].masks.defined(), labels = examples[0].label_map.defined();
+  for (const Example& ex : examples) {
+    DETSEG_CHECK(ex.image.defined() && ex.image.dim() == 3 && ex.image.size(0) == 3, "collate: image ", ex.image_id,
+                 " is not [3, H, W]");
+    DETSEG_CHECK(ex.masks.defined() == masks && ex.label_map.defined() == labels,
+                 "collate: examples disagree on having masks / label maps (image ", ex.image_id, ")");
+    H = std::max({H, ex.height(), ex.canvas_height});
+    W = std::max({W, ex.width(), ex.canvas_width});
+    M = std::max(M, ex.num_boxes());
+  }
+  H = round_up(H, options.size_divisibility);
+  W = round_up(W, options.size_divisibility);
+
+  Batch out;
+  out.images = at::zeros({b, 3, H, W}, at::kFloat);     // 0 = the mean colour after normalising
+  out.image_sizes = at::empty({b, 2}, at::kLong);
+  out.original_sizes = at::empty({b, 2}, at::kLong);
+  out.scales = at::empty({b}, at::kFloat);
+  out.boxes = at::zeros({b, M, 4}, at::kFloat);
+  out.classes = at::full({b, M}, -1, at::kLong);
+  out.iscrowd = at::zeros({b, M}, at::kBool);
+  out.num_boxes = at::empty({b}, at::kLong);
+  if (masks) out.masks = at::zeros({b, M, H, W}, at::kByte);
+  if (labels) out.label_maps = at::full({b, H, W}, 255, at::kLong);
+  auto sizes = out.image_sizes.accessor<int64_t, 2>();
+  auto originals = out.original_sizes.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < b; ++i) {
+    const Example& ex = examples[static_cast<size_t>(i)];
+    normalize_into(ex.image, out.images[i], options.normalize);
+    sizes[i][0] = ex.height();
+    sizes[i][1] = ex.width();
+    originals[i][0] = ex.original_height;
+    originals[i][1] = ex.original_width;
+    out.scales[i] = ex.geometry.scale();
+    out.geometries.push_back(ex.geometry);
+    out.image_ids.push_back(ex.image_id);
+    const int64_t n = ex.num_boxes();
+    out.num_boxes[i] = n;
+    if (n > 0) {
+      out.boxes[i].narrow(0, 0, n).copy_(ex.boxes);
+      out.classes[i].narrow(0, 0, n).copy_(ex.classes);
+      if (ex.iscrowd.defined()) out.iscrowd[i].narrow(0, 0, n).copy_(ex.iscrowd);
+      if (masks) out.masks[i].narrow(0, 0, n).narrow(1, 0, ex.height()).narrow(2, 0, ex.width()).copy_(ex.masks);
+    }
+    if (labels) out.label_maps[i].narrow(0, 0, ex.height()).narrow(1, 0, ex.width()).copy_(ex.label_map);
+  }
+  return out;
+}
+
+Loader::Loader(int64_t num_examples, LoadFn load, LoaderOptions options)
+    : num_examples_(num_examples), load_(std::move(load)), options_(std::move(options)) {
+  const LoaderOptions& o = options_;
+  DETSEG_CHECK(num_examples_ > 0, "loader: empty dataset");
+  DETSEG_CHECK(o.batch_size > 0, "loader: batch_size must be positive, got ", o.batch_size);
+  DETSEG_CHECK(o.sample_1_of_n > 0, "loader: sample_1_of_n must be positive, got ", o.sample_1_of_n);
+  DETSEG_CHECK(o.world_size > 0 && o.rank >= 0 && o.rank < o.world_size, "loader: rank ", o.rank,
+               " invalid for world_size ", o.world_size);
+  DETSEG_CHECK(o.epochs >= 0 && o.num_workers >= 0 && o.prefetch_batches > 0,
+               "loader: epochs and num_workers must be >= 0 and prefetch_batches > 0");
+  for (int64_t i = 0; i < num_examples_; i += o.sample_1_of_n) base_.push_back(i);
+  const int64_t n = static_cast<int64_t>(base_.size());
+  examples_per_epoch_ = o.world_size > 1 ? (n + o.world_size - 1) / o.world_size : n;
+  batches_per_epoch_ = o.drop_last ? examples_per_epoch_ / o.batch_size
+                                   : (examples_per_epoch_ + o.batch_size - 1) / o.batch_size;
+  DETSEG_CHECK(batches_per_epoch_ > 0, "loader: ", examples_per_epoch_, " examples per epoch make no full batch of ",
+               o.batch_size, " (drop_last)");
+  total_batches_ = o.epochs == 0 ? -1 : o.epochs * batches_per_epoch_;
+  for (int i = 0; i < o.num_workers; ++i) threads_.emplace_back([this] { worker(); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+std::vector<std::vector<int64_t>> Loader::epoch_plan(int64_t epoch) const {
+  std::lock_guard<std::mutex> lock(plan_mutex_);
+  auto it = plans_.find(epoch);
+  if (it != plans_.end()) return it->second;
+  const LoaderOptions& o = options_;
+  std::vector<int64_t> order = base_;
+  if (o.shuffle) {
+    // Same permutation on every rank: seeded by (seed, epoch) only.
+    Rng rng(mix(o.seed, 0x5348554646ull, static_cast<uint64_t>(epoch)));
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  std::vector<int64_t> shard;
+  if (o.world_size > 1) {
+    for (int64_t k = 0; k < examples_per_epoch_; ++k)
+      shard.push_back(order[static_cast<size_t>((k * o.world_size + o.rank) % static_cast<int64_t>(order.size()))]);
+  } else {
+    shard = std::move(order);
+  }
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t k = 0; k < batches_per_epoch_; ++k) {
+    const int64_t start = k * o.batch_size, end = std::min<int64_t>(start + o.batch_size, examples_per_epoch_);
+    batches.emplace_back(shard.begin() + start, shard.begin() + end);
+  }
+  if (plans_.size() > 4) plans_.erase(plans_.begin());  // only recent epochs are asked for
+  plans_[epoch] = batches;
+  return batches;
+}
+
+Batch Loader::build(int64_t batch_number) const {
+  const int64_t epoch = batch_number / batches_per_epoch_;
+  const auto plan = epoch_plan(epoch);
+  const auto& indices = plan[static_cast<size_t>(batch_number % batches_per_epoch_)];
+  std::vector<Example> examples;
+  examples.reserve(indices.size());
+  for (int64_t index : indices) {
+    Example ex = load_(index);
+    Rng rng(mix(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index)));
+    augment(ex, options_.augment, rng);
+    examples.push_back(std::move(ex));
+  }
+  Batch batch = collate(examples, options_.collate);
+  batch.epoch = epoch;
+  return batch;
+}
+
+void Loader::worker() {
+  for (;;) {
+    int64_t k;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] {
+        return stop_ || (next_claim_ < next_deliver_ + options_.prefetch_batches &&
+                         (total_batches_ < 0 || next_claim_ < total_batches_));
+      });
+      if (stop_) return;
+      k = next_claim_++;
+    }
+    Batch batch;
+    std::exception_ptr error;
+    try {
+      batch = build(k);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (error) errors_[k] = error;
+      else ready_[k] = std::move(batch);
+    }
+    cv_.notify_all();
+  }
+}
+
+bool Loader::next(Batch& batch) {
+  if (total_batches_ >= 0 && next_deliver_ >= total_batches_) return false;
+  if (threads_.empty()) {
+    batch = build(next_deliver_++);
+    return true;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return ready_.count(next_deliver_) || errors_.count(next_deliver_); });
+  auto err = errors_.find(next_deliver_);
+  if (err != errors_.end()) {
+    std::exception_ptr e = err->second;
+    errors_.erase(err);
+    ++next_deliver_;
+    lock.unlock();
+    cv_.notify_all();
+    std::rethrow_exception(e);
+  }
+  batch = std::move(ready_[next_deliver_]);
+  ready_.erase(next_deliver_);
+  ++next_deliver_;
+  lock.unlock();
+  cv_.notify_all();
+  return true;
+}
+
+}  // namespace detseg

@@ -1,0 +1,89 @@
+// Implements: the multi-threaded batch loader. Worker threads each build whole batches (load,
+// decode, augment, collate) into a bounded reorder buffer; next() hands them out strictly in
+// order, so a seed fixes the batches whatever the thread timing. Each example's augmentation draws
+// from its own RNG seeded by (seed, epoch, dataset index).
+//
+// Order of one epoch: indices 0..n-1, kept when i % sample_1_of_n == 0 (eval subsampling), shuffled
+// with (seed, epoch) when shuffle is on, then sharded: rank r takes positions r, r+W, ... (the
+// shard is padded by wrapping around so every rank gets the same number, as torch's
+// DistributedSampler), then cut into batches.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "detseg/data/example.h"
+#include "detseg/data/transforms/augment.h"
+#include "detseg/data/transforms/normalize.h"
+
+namespace detseg {
+
+struct CollateOptions {
+  int64_t size_divisibility = 1;  // padded H and W are rounded up to a multiple of this (e.g. 128)
+  NormalizeOptions normalize;
+};
+
+// Pads and stacks examples into a Batch (see example.h). The batch canvas is the largest image (or
+// Example canvas) in the batch, rounded up to size_divisibility. Images must be uint8.
+Batch collate(const std::vector<Example>& examples, const CollateOptions& options = {});
+
+struct LoaderOptions {
+  int64_t batch_size = 8;
+  int num_workers = 2;          // 0: build batches on the calling thread
+  int prefetch_batches = 4;     // bound on batches built ahead of next()
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int64_t epochs = 1;           // 0: repeat forever
+  bool drop_last = false;       // drop an epoch's final short batch
+  int64_t sample_1_of_n = 1;    // keep every n-th example (eval on a subset)
+  int rank = 0, world_size = 1; // sharding for distributed data parallel
+  AugmentOptions augment;
+  CollateOptions collate;
+};
+
+class Loader {
+ public:
+  // `load(i)` returns the un-augmented example i (0..num_examples-1); it is called from several
+  // threads at once and must be thread-safe (DetectionDataset::get is).
+  using LoadFn = std::function<Example(int64_t index)>;
+  Loader(int64_t num_examples, LoadFn load, LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // The next batch; false once all epochs are done. Rethrows a worker's error (naming the file).
+  bool next(Batch& batch);
+
+  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  int64_t examples_per_epoch() const { return examples_per_epoch_; }
+  // Dataset indices of one epoch's batches, in delivery order (what next() will return).
+  std::vector<std::vector<int64_t>> epoch_plan(int64_t epoch) const;
+
+ private:
+  Batch build(int64_t batch_number) const;
+  void worker();
+
+  int64_t num_examples_;
+  LoadFn load_;
+  LoaderOptions options_;
+  std::vector<int64_t> base_;  // indices after sample_1_of_n
+  int64_t examples_per_epoch_ = 0, batches_per_epoch_ = 0, total_batches_ = 0;  // total -1: forever
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<int64_t, Batch> ready_;
+  std::map<int64_t, std::exception_ptr> errors_;
+  int64_t next_claim_ = 0, next_deliver_ = 0;
+  mutable std::mutex plan_mutex_;
+  mutable std::map<int64_t, std::vector<std::vector<int64_t>>> plans_;  // epoch -> batches (cache)
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace detseg

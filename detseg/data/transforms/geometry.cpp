@@ -1,0 +1,163 @@
+// Implements: resize / crop / pad / flip on whole Examples, and the ImageGeometry algebra.
+#include "detseg/data/transforms/geometry.h"
+
+#include <opencv2/imgproc.hpp>
+
+#include "detseg/core/error.h"
+
+namespace detseg {
+namespace {
+
+// Resizes each [H, W] plane of a uint8 [C, H, W] tensor with OpenCV. Planes are resized one by one
+// so the channel-first layout never needs a transpose.
+at::Tensor resize_planes(const at::Tensor& src, int64_t out_h, int64_t out_w, int interpolation) {
+  at::Tensor in = src.contiguous();
+  const int64_t c = in.size(0), h = in.size(1), w = in.size(2);
+  at::Tensor out = at::empty({c, out_h, out_w}, in.options());
+  for (int64_t i = 0; i < c; ++i) {
+    cv::Mat a(static_cast<int>(h), static_cast<int>(w), CV_8UC1, in.data_ptr<uint8_t>() + i * h * w);
+    cv::Mat b(static_cast<int>(out_h), static_cast<int>(out_w), CV_8UC1, out.data_ptr<uint8_t>() + i * out_h * out_w);
+    cv::resize(a, b, b.size(), 0, 0, interpolation);
+  }
+  return out;
+}
+
+void check_example(const Example& ex, const char* what) {
+  DETSEG_CHECK(ex.image.defined() && ex.image.dim() == 3 && ex.image.size(0) == 3, what,
+               ": expected an image [3, H, W], got ", ex.image.defined() ? str(ex.image.sizes()) : "none");
+  DETSEG_CHECK(ex.image.scalar_type() == at::kByte, what, ": expects the uint8 image (transform before normalising)");
+}
+
+void compose(Example& ex, const ImageGeometry& g) { ex.geometry = ex.geometry.then(g); }
+
+}  // namespace
+
+ImageGeometry ImageGeometry::then(const ImageGeometry& next) const {
+  ImageGeometry g;
+  g.scale_x = next.scale_x * scale_x;
+  g.scale_y = next.scale_y * scale_y;
+  g.offset_x = next.scale_x * offset_x + next.offset_x;
+  g.offset_y = next.scale_y * offset_y + next.offset_y;
+  return g;
+}
+
+at::Tensor geometry_apply_boxes(const ImageGeometry& g, const at::Tensor& boxes) {
+  DETSEG_CHECK(boxes.dim() == 2 && boxes.size(1) == 4, "geometry_apply_boxes: expected boxes [N, 4], got ", boxes.sizes());
+  if (boxes.size(0) == 0) return boxes.clone();
+  at::Tensor x1 = boxes.select(1, 0) * g.scale_x + g.offset_x;
+  at::Tensor y1 = boxes.select(1, 1) * g.scale_y + g.offset_y;
+  at::Tensor x2 = boxes.select(1, 2) * g.scale_x + g.offset_x;
+  at::Tensor y2 = boxes.select(1, 3) * g.scale_y + g.offset_y;
+  return at::stack({at::minimum(x1, x2), at::minimum(y1, y2), at::maximum(x1, x2), at::maximum(y1, y2)}, 1);
+}
+
+at::Tensor geometry_invert_boxes(const ImageGeometry& g, const at::Tensor& boxes) {
+  DETSEG_CHECK(g.scale_x != 0 && g.scale_y != 0, "geometry_invert_boxes: geometry has a zero scale");
+  ImageGeometry inv;
+  inv.scale_x = 1 / g.scale_x;
+  inv.scale_y = 1 / g.scale_y;
+  inv.offset_x = -g.offset_x / g.scale_x;
+  inv.offset_y = -g.offset_y / g.scale_y;
+  return geometry_apply_boxes(inv, boxes);
+}
+
+void select_boxes(Example& ex, const at::Tensor& keep) {
+  if (keep.all().item<bool>()) return;
+  at::Tensor idx = keep.nonzero().squeeze(1);
+  ex.boxes = ex.boxes.index_select(0, idx);
+  if (ex.classes.defined()) ex.classes = ex.classes.index_select(0, idx);
+  if (ex.iscrowd.defined()) ex.iscrowd = ex.iscrowd.index_select(0, idx);
+  if (ex.masks.defined()) ex.masks = ex.masks.index_select(0, idx);
+}
+
+int64_t clip_and_drop_boxes(Example& ex) {
+  if (ex.num_boxes() == 0) return 0;
+  const double w = static_cast<double>(ex.width()), h = static_cast<double>(ex.height());
+  at::Tensor b = ex.boxes;
+  b.select(1, 0).clamp_(0, w);
+  b.select(1, 2).clamp_(0, w);
+  b.select(1, 1).clamp_(0, h);
+  b.select(1, 3).clamp_(0, h);
+  at::Tensor keep = (b.select(1, 2) > b.select(1, 0)) & (b.select(1, 3) > b.select(1, 1));
+  const int64_t dropped = ex.num_boxes() - keep.sum().item<int64_t>();
+  if (dropped > 0) select_boxes(ex, keep);
+  ex.dropped_boxes += dropped;
+  return dropped;
+}
+
+ImageGeometry transform_resize(Example& ex, int64_t out_h, int64_t out_w) {
+  check_example(ex, "resize");
+  DETSEG_CHECK(out_h > 0 && out_w > 0, "resize: output size must be positive, got ", out_h, "x", out_w);
+  ImageGeometry g;
+  g.scale_x = static_cast<double>(out_w) / static_cast<double>(ex.width());
+  g.scale_y = static_cast<double>(out_h) / static_cast<double>(ex.height());
+  if (out_h != ex.height() || out_w != ex.width()) {
+    ex.image = resize_planes(ex.image, out_h, out_w, cv::INTER_LINEAR);
+    if (ex.masks.defined() && ex.masks.size(0) > 0) ex.masks = resize_planes(ex.masks, out_h, out_w, cv::INTER_NEAREST);
+    else if (ex.masks.defined()) ex.masks = at::zeros({0, out_h, out_w}, ex.masks.options());
+    if (ex.label_map.defined())
+      ex.label_map = resize_planes(ex.label_map.unsqueeze(0), out_h, out_w, cv::INTER_NEAREST).squeeze(0);
+  }
+  if (ex.num_boxes() > 0) ex.boxes = geometry_apply_boxes(g, ex.boxes);
+  ex.canvas_height = ex.canvas_width = 0;
+  compose(ex, g);
+  return g;
+}
+
+ImageGeometry transform_crop(Example& ex, int64_t y0, int64_t x0, int64_t h, int64_t w) {
+  check_example(ex, "crop");
+  DETSEG_CHECK(y0 >= 0 && x0 >= 0 && h > 0 && w > 0 && y0 + h <= ex.height() && x0 + w <= ex.width(),
+               "crop: window y0=", y0, " x0=", x0, " h=", h, " w=", w, " does not fit the image ", ex.height(), "x",
+               ex.width());
+  ImageGeometry g;
+  g.offset_x = -static_cast<double>(x0);
+  g.offset_y = -static_cast<double>(y0);
+  ex.image = ex.image.narrow(1, y0, h).narrow(2, x0, w).contiguous();
+  if (ex.masks.defined()) ex.masks = ex.masks.narrow(1, y0, h).narrow(2, x0, w).contiguous();
+  if (ex.label_map.defined()) ex.label_map = ex.label_map.narrow(0, y0, h).narrow(1, x0, w).contiguous();
+  if (ex.num_boxes() > 0) {
+    ex.boxes = geometry_apply_boxes(g, ex.boxes);
+    clip_and_drop_boxes(ex);
+  }
+  ex.canvas_height = ex.canvas_width = 0;
+  compose(ex, g);
+  return g;
+}
+
+ImageGeometry transform_pad(Example& ex, int64_t out_h, int64_t out_w, std::array<uint8_t, 3> fill,
+                            uint8_t label_fill) {
+  check_example(ex, "pad");
+  const int64_t h = ex.height(), w = ex.width();
+  DETSEG_CHECK(out_h >= h && out_w >= w, "pad: target ", out_h, "x", out_w, " is smaller than the image ", h, "x", w);
+  if (out_h == h && out_w == w) return ImageGeometry{};
+  at::Tensor image = at::empty({3, out_h, out_w}, ex.image.options());
+  for (int c = 0; c < 3; ++c) image[c].fill_(static_cast<int64_t>(fill[c]));
+  image.narrow(1, 0, h).narrow(2, 0, w).copy_(ex.image);
+  ex.image = image;
+  if (ex.masks.defined()) {
+    at::Tensor masks = at::zeros({ex.masks.size(0), out_h, out_w}, ex.masks.options());
+    masks.narrow(1, 0, h).narrow(2, 0, w).copy_(ex.masks);
+    ex.masks = masks;
+  }
+  if (ex.label_map.defined()) {
+    at::Tensor label = at::full({out_h, out_w}, static_cast<int64_t>(label_fill), ex.label_map.options());
+    label.narrow(0, 0, h).narrow(1, 0, w).copy_(ex.label_map);
+    ex.label_map = label;
+  }
+  return ImageGeometry{};
+}
+
+ImageGeometry transform_hflip(Example& ex) {
+  check_example(ex, "hflip");
+  ImageGeometry g;
+  g.scale_x = -1;
+  g.offset_x = static_cast<double>(ex.width());
+  ex.image = ex.image.flip({2}).contiguous();
+  if (ex.masks.defined()) ex.masks = ex.masks.flip({2}).contiguous();
+  if (ex.label_map.defined()) ex.label_map = ex.label_map.flip({1}).contiguous();
+  if (ex.num_boxes() > 0) ex.boxes = geometry_apply_boxes(g, ex.boxes);
+  compose(ex, g);
+  return g;
+}
+
+}  // namespace detseg

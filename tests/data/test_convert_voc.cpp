@@ -1,0 +1,81 @@
+// `detseg convert voc` end to end: real bccd split to COCO JSON, read back; errors exit 1 and write nothing.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "data_test_util.h"
+#include "detseg/core/files.h"
+#include "detseg/data/readers/coco.h"
+
+using namespace detseg;
+namespace fs = std::filesystem;
+
+namespace {
+struct CliRun {
+  int code;
+  std::string output;
+};
+
+CliRun detseg_cli(const std::string& args) {
+  CliRun r{-1, ""};
+  FILE* pipe = popen((std::string(DETSEG_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  if (!pipe) return r;
+  char buf[512];
+  while (fgets(buf, sizeof buf, pipe)) r.output += buf;
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+}  // namespace
+
+TEST(ConvertVoc, BccdValSplitRoundTrips) {
+  const std::string dir = datatest::temp_dir("convert");
+  const std::string out = dir + "/val.json";
+  CliRun r = detseg_cli("convert voc " + datatest::shared_data("bccd/BCCD") + " --split val -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("87 images"), std::string::npos) << r.output;
+  CocoDataset d = read_coco(out);
+  EXPECT_EQ(d.images.size(), 87u);
+  ASSERT_EQ(d.categories.size(), 3u);
+  EXPECT_EQ(d.categories[1].name, "RBC");
+  size_t boxes = 0;
+  for (const auto& a : d.annotations) boxes += a.image_id == d.images[0].id;
+  EXPECT_GT(boxes, 0u);
+}
+
+TEST(ConvertVoc, LabelMapOrderAndUnknownClass) {
+  const std::string dir = datatest::temp_dir("convert_labels");
+  write_file_atomic(dir + "/labels.txt", "WBC\nRBC\nPlatelets\n");
+  CliRun r = detseg_cli("convert voc " + datatest::shared_data("bccd/BCCD") + " --split test --label-map " + dir +
+                     "/labels.txt -o " + dir + "/test.json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  CocoDataset d = read_coco(dir + "/test.json");
+  EXPECT_EQ(d.images.size(), 72u);
+  EXPECT_EQ(d.categories[0].name, "WBC");
+  EXPECT_EQ(d.categories[0].id, 1);
+
+  write_file_atomic(dir + "/two.txt", "WBC\nRBC\n");
+  r = detseg_cli("convert voc " + datatest::shared_data("bccd/BCCD") + " --label-map " + dir + "/two.txt -o " + dir +
+                 "/bad.json");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("unknown class 'Platelets'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(".xml:"), std::string::npos) << r.output;  // file:line of the object
+  EXPECT_FALSE(fs::exists(dir + "/bad.json"));
+}
+
+TEST(ConvertVoc, MalformedXmlExitsOneWithFileAndLine) {
+  const std::string dir = datatest::temp_dir("convert_bad");
+  fs::create_directories(dir + "/voc/Annotations");
+  fs::create_directories(dir + "/voc/JPEGImages");
+  write_file_atomic(dir + "/voc/Annotations/x.xml", "<annotation>\n<size><width>4</width>\n</annotation>\n");
+  CliRun r = detseg_cli("convert voc " + dir + "/voc -o " + dir + "/out.json");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("x.xml:3: malformed XML: expected </size>"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/out.json"));
+  r = detseg_cli("convert voc " + dir + "/nope -o " + dir + "/out.json");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("nope: not a directory"), std::string::npos) << r.output;
+}

@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include <opencv2/imgcodecs.hpp>
+
+#include "data_test_util.h"
+#include "detseg/core/files.h"
+#include "detseg/data/image_io.h"
+
+using namespace detseg;
+using detseg::datatest::error_of;
+
+TEST(ImageIo, DecodesBccdJpegAsRgb) {
+  at::Tensor img = read_image(datatest::shared_data("bccd/BCCD/JPEGImages/BloodImage_00000.jpg"));
+  ASSERT_EQ(img.sizes(), (at::IntArrayRef{3, 480, 640}));
+  EXPECT_EQ(img.scalar_type(), at::kByte);
+  // Blood smears are pinkish: mean red above mean blue... and below-white overall.
+  auto mean = img.to(at::kFloat).mean({1, 2});
+  EXPECT_GT(mean[0].item<float>(), mean[1].item<float>());
+}
+
+TEST(ImageIo, PngRoundTripKeepsChannelOrder) {
+  const std::string dir = datatest::temp_dir("png");
+  at::Tensor img = at::zeros({3, 4, 5}, at::kByte);
+  img[0].fill_(200);  // pure red
+  img[2][1][2] = 7;
+  write_image(dir + "/red.png", img);
+  at::Tensor back = read_image(dir + "/red.png");
+  EXPECT_TRUE(back.equal(img));
+}
+
+TEST(ImageIo, GrayscaleAndRgbaBecomeRgb) {
+  const std::string dir = datatest::temp_dir("gray");
+  cv::Mat gray(3, 4, CV_8UC1, cv::Scalar(77));
+  cv::imwrite(dir + "/g.png", gray);
+  at::Tensor g = read_image(dir + "/g.png");
+  ASSERT_EQ(g.sizes(), (at::IntArrayRef{3, 3, 4}));
+  EXPECT_EQ(g.min().item<int>(), 77);
+  EXPECT_EQ(g.max().item<int>(), 77);
+  cv::Mat rgba(2, 2, CV_8UC4, cv::Scalar(10, 20, 30, 128));  // B, G, R, A
+  cv::imwrite(dir + "/a.png", rgba);
+  at::Tensor a = read_image(dir + "/a.png");
+  ASSERT_EQ(a.sizes(), (at::IntArrayRef{3, 2, 2}));
+  EXPECT_EQ(a[0][0][0].item<int>(), 30);  // R
+  EXPECT_EQ(a[2][0][0].item<int>(), 10);  // B
+}
+
+TEST(ImageIo, Coco128GrayscaleJpegDecodesToThreeEqualChannels) {
+  at::Tensor img = read_image(datatest::shared_data("coco128/val2017/000000000086.jpg"));
+  ASSERT_EQ(img.sizes(), (at::IntArrayRef{3, 640, 512}));
+  EXPECT_TRUE(img[0].equal(img[1]));
+  EXPECT_TRUE(img[1].equal(img[2]));
+}
+
+TEST(ImageIo, MissingCorruptAndTruncatedFilesNameTheFile) {
+  const std::string dir = datatest::temp_dir("corrupt");
+  EXPECT_NE(error_of([&] { read_image(dir + "/nope.jpg"); }).find(dir + "/nope.jpg"), std::string::npos);
+  write_file_atomic(dir + "/garbage.jpg", "this is not an image at all");
+  std::string msg = error_of([&] { read_image(dir + "/garbage.jpg"); });
+  EXPECT_NE(msg.find("garbage.jpg"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot decode"), std::string::npos) << msg;
+  const std::string jpeg = read_file(datatest::shared_data("bccd/BCCD/JPEGImages/BloodImage_00000.jpg"));
+  write_file_atomic(dir + "/cut.jpg", jpeg.substr(0, jpeg.size() / 2));
+  msg = error_of([&] { read_image(dir + "/cut.jpg"); });
+  EXPECT_NE(msg.find("cut.jpg: corrupt JPEG"), std::string::npos) << msg;
+  write_file_atomic(dir + "/empty.png", "");
+  EXPECT_NE(error_of([&] { read_image(dir + "/empty.png"); }).find("empty"), std::string::npos);
+}
+
+TEST(ImageIo, LabelPngMustBeSingleChannel) {
+  at::Tensor label = read_label_png(datatest::shared_data("camvid/CamVid/valannot/0016E5_07959.png"));
+  ASSERT_EQ(label.sizes(), (at::IntArrayRef{360, 480}));
+  EXPECT_LE(label.max().item<int>(), 11);
+  const std::string dir = datatest::temp_dir("labelpng");
+  write_image(dir + "/rgb.png", at::zeros({3, 2, 2}, at::kByte));
+  std::string msg = error_of([&] { read_label_png(dir + "/rgb.png"); });
+  EXPECT_NE(msg.find("rgb.png: label map must be a single-channel"), std::string::npos) << msg;
+}

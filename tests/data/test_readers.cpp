@@ -1,0 +1,185 @@
+// Readers on the real data sets (bccd VOC, coco128 COCO, camvid folders) and on tiny bad files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "data_test_util.h"
+#include "detseg/core/files.h"
+#include "detseg/data/readers/label_map.h"
+#include "detseg/data/readers/seg_folder.h"
+#include "detseg/data/readers/voc.h"
+
+using namespace detseg;
+using detseg::datatest::error_of;
+using detseg::datatest::shared_data;
+namespace fs = std::filesystem;
+
+namespace {
+// A one-image VOC folder with `xml` as its annotation (and a real JPEG unless `with_image` is off).
+std::string tiny_voc(const std::string& name, const std::string& xml, bool with_image = true) {
+  const std::string dir = datatest::temp_dir(name);
+  fs::create_directories(dir + "/Annotations");
+  fs::create_directories(dir + "/JPEGImages");
+  write_file_atomic(dir + "/Annotations/a.xml", xml);
+  if (with_image)
+    fs::copy_file(shared_data("bccd/BCCD/JPEGImages/BloodImage_00000.jpg"), dir + "/JPEGImages/a.jpg");
+  return dir;
+}
+
+std::string voc_xml(const std::string& objects) {
+  return "<?xml version=\"1.0\"?>\n<annotation>\n  <filename>a.jpg</filename>\n"
+         "  <size><width>640</width><height>480</height><depth>3</depth></size>\n" + objects + "</annotation>\n";
+}
+}  // namespace
+
+TEST(VocReader, BccdCountsAndKnownDefects) {
+  CocoDataset d = read_voc(shared_data("bccd/BCCD"));
+  EXPECT_EQ(d.images.size(), 364u);
+  EXPECT_EQ(d.annotations.size(), 4888u);
+  ASSERT_EQ(d.categories.size(), 3u);
+  // No label map: names sorted, ids 1..3.
+  EXPECT_EQ(d.categories[0].name, "Platelets");
+  EXPECT_EQ(d.categories[1].name, "RBC");
+  EXPECT_EQ(d.categories[2].name, "WBC");
+  std::map<int64_t, int> per_class;
+  std::vector<std::string> zero_area;
+  int difficult = 0;
+  for (const auto& a : d.annotations) {
+    ++per_class[a.category_id];
+    difficult += a.ignore;
+    if (a.bbox[2] <= 0 || a.bbox[3] <= 0) zero_area.push_back(d.images[static_cast<size_t>(a.image_id - 1)].file_name);
+  }
+  EXPECT_EQ(per_class[1], 361);
+  EXPECT_EQ(per_class[2], 4155);
+  EXPECT_EQ(per_class[3], 372);
+  EXPECT_EQ(difficult, 0);
+  EXPECT_EQ(zero_area, (std::vector<std::string>{"BloodImage_00338.jpg", "BloodImage_00343.jpg"}));
+  for (const auto& im : d.images) {
+    EXPECT_EQ(im.width, 640);
+    EXPECT_EQ(im.height, 480);
+  }
+}
+
+TEST(VocReader, FirstBccdBoxAndTruncatedFlag) {
+  CocoDataset d = read_voc(shared_data("bccd/BCCD"));
+  // BloodImage_00338.xml: last object is a truncated WBC (244, 327, 509, 480).
+  int64_t image_id = 0;
+  for (const auto& im : d.images)
+    if (im.file_name == "BloodImage_00338.jpg") image_id = im.id;
+  const CocoAnnotation* wbc = nullptr;
+  for (const auto& a : d.annotations)
+    if (a.image_id == image_id && a.category_id == 3) wbc = &a;
+  ASSERT_NE(wbc, nullptr);
+  EXPECT_TRUE(wbc->truncated);
+  EXPECT_DOUBLE_EQ(wbc->bbox[0], 244);
+  EXPECT_DOUBLE_EQ(wbc->bbox[1], 327);
+  EXPECT_DOUBLE_EQ(wbc->bbox[2], 265);
+  EXPECT_DOUBLE_EQ(wbc->bbox[3], 153);
+}
+
+TEST(VocReader, SplitsAndLabelMap) {
+  VocOptions o;
+  o.split = "train";
+  o.label_map = parse_label_map("RBC\nWBC\nPlatelets\n", "inline");
+  CocoDataset train = read_voc(shared_data("bccd/BCCD"), o);
+  EXPECT_EQ(train.images.size(), 205u);
+  EXPECT_EQ(train.categories[0].name, "RBC");
+  EXPECT_EQ(train.categories[0].id, 1);
+  o.split = "val";
+  EXPECT_EQ(read_voc(shared_data("bccd/BCCD"), o).images.size(), 87u);
+  o.split = "nosuchsplit";
+  EXPECT_NE(error_of([&] { read_voc(shared_data("bccd/BCCD"), o); }).find("nosuchsplit.txt: split list not found"),
+            std::string::npos);
+}
+
+TEST(VocReader, DifficultBecomesIgnore) {
+  const std::string dir = tiny_voc("voc_difficult", voc_xml(
+      "  <object><name>RBC</name><difficult>1</difficult><truncated>0</truncated>\n"
+      "    <bndbox><xmin>1</xmin><ymin>2</ymin><xmax>11</xmax><ymax>22</ymax></bndbox></object>\n"));
+  CocoDataset d = read_voc(dir);
+  ASSERT_EQ(d.annotations.size(), 1u);
+  EXPECT_TRUE(d.annotations[0].ignore);
+  EXPECT_FALSE(d.annotations[0].truncated);
+  EXPECT_DOUBLE_EQ(d.annotations[0].area, 200);
+}
+
+TEST(VocReader, MalformedXmlNamesFileAndLine) {
+  const std::string dir = tiny_voc("voc_malformed", voc_xml(
+      "  <object><name>RBC</name>\n"
+      "    <bndbox><xmin>1</xmin><ymin>2</ymax></bndbox></object>\n"));
+  const std::string msg = error_of([&] { read_voc(dir); });
+  EXPECT_NE(msg.find("Annotations/a.xml:6: malformed XML: expected </ymin>"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("got </ymax>"), std::string::npos) << msg;
+}
+
+TEST(VocReader, UnclosedElementAndTruncatedFile) {
+  std::string msg = error_of([] { parse_xml("<annotation>\n<size>\n", "t.xml"); });
+  EXPECT_NE(msg.find("t.xml:3: malformed XML: expected </size> (element opened at line 2), got end of file"),
+            std::string::npos) << msg;
+  msg = error_of([] { parse_xml("", "e.xml"); });
+  EXPECT_NE(msg.find("e.xml:1: malformed XML: expected a root element"), std::string::npos) << msg;
+  msg = error_of([] { parse_xml("<a></a><b/>", "two.xml"); });
+  EXPECT_NE(msg.find("expected end of file"), std::string::npos) << msg;
+}
+
+TEST(XmlParser, CommentsEntitiesCdataAttributes) {
+  XmlNode root = parse_xml("<?xml version='1.0'?><!-- c --><r a=\"x>y\">\n <n>A &amp; B</n><c><![CDATA[<raw>]]></c><e/></r>",
+                           "ok.xml");
+  EXPECT_EQ(root.name, "r");
+  ASSERT_EQ(root.children.size(), 3u);
+  EXPECT_EQ(root.child("n")->text, "A & B");
+  EXPECT_EQ(root.child("n")->line, 2);
+  EXPECT_EQ(root.child("c")->text, "<raw>");
+  EXPECT_NE(root.child("e"), nullptr);
+}
+
+TEST(VocReader, BadNumberMissingFieldUnknownClassMissingImage) {
+  std::string dir = tiny_voc("voc_number", voc_xml(
+      "  <object><name>RBC</name>\n    <bndbox><xmin>1</xmin><ymin>two</ymin><xmax>5</xmax><ymax>6</ymax></bndbox></object>\n"));
+  std::string msg = error_of([&] { read_voc(dir); });
+  EXPECT_NE(msg.find("a.xml:6: <ymin> must be a number, got 'two'"), std::string::npos) << msg;
+
+  dir = tiny_voc("voc_nobox", voc_xml("  <object><name>RBC</name></object>\n"));
+  msg = error_of([&] { read_voc(dir); });
+  EXPECT_NE(msg.find("a.xml:5: <object> has no <bndbox>"), std::string::npos) << msg;
+
+  dir = tiny_voc("voc_unknown", voc_xml(
+      "  <object><name>Neutrophil</name>\n    <bndbox><xmin>1</xmin><ymin>2</ymin><xmax>5</xmax><ymax>6</ymax></bndbox></object>\n"));
+  VocOptions o;
+  o.label_map = parse_label_map("RBC\nWBC\n", "labels.txt");
+  msg = error_of([&] { read_voc(dir, o); });
+  EXPECT_NE(msg.find("a.xml:5: unknown class 'Neutrophil'"), std::string::npos) << msg;
+
+  dir = tiny_voc("voc_noimage", voc_xml(""), /*with_image=*/false);
+  msg = error_of([&] { read_voc(dir); });
+  EXPECT_NE(msg.find("image not found"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("JPEGImages/a.jpg"), std::string::npos) << msg;
+}
+
+TEST(LabelMap, PlainNumberedAndPbtxt) {
+  LabelMap plain = parse_label_map("# classes\ncat\n\ndog\n", "p.txt");
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain.id_of("dog"), 2);
+  EXPECT_EQ(plain.name_of(1), "cat");
+  LabelMap numbered = parse_label_map("3 traffic light\n7 car\n", "n.txt");
+  EXPECT_EQ(numbered.id_of("traffic light"), 3);
+  EXPECT_EQ(numbered.name_of(7), "car");
+  LabelMap pb = parse_label_map("item {\n  id: 1\n  name: 'RBC'\n}\nitem { id: 2 name: \"WBC\" }\n", "m.pbtxt");
+  EXPECT_EQ(pb.id_of("RBC"), 1);
+  EXPECT_EQ(pb.name_of(2), "WBC");
+  EXPECT_EQ(error_of([] { parse_label_map("a\nb\na\n", "dup.txt"); }).find("dup.txt:3: duplicate class name 'a'"), 0u);
+  EXPECT_NE(error_of([] { parse_label_map("item {\n  id: x\n}\n", "bad.pbtxt"); }).find("bad.pbtxt:2: label map id must be an integer"),
+            std::string::npos);
+}
+
+TEST(SegFolder, CamvidTrainAndValPairs) {
+  SegFolder train = read_seg_folder(camvid_options(shared_data("camvid/CamVid"), "train"));
+  SegFolder val = read_seg_folder(camvid_options(shared_data("camvid/CamVid"), "val"));
+  EXPECT_EQ(train.samples.size(), 92u);
+  EXPECT_EQ(val.samples.size(), 101u);
+  EXPECT_EQ(fs::path(val.samples[0].image_path).filename(), "0016E5_07959.png");
+  EXPECT_EQ(fs::path(val.samples[0].label_path).parent_path().filename(), "valannot");
+  std::string msg = error_of([] { read_seg_folder(camvid_options("/nonexistent", "train")); });
+  EXPECT_NE(msg.find("/nonexistent/train: image folder not found"), std::string::npos) << msg;
+}
