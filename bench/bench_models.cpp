@@ -1,0 +1,159 @@
+// Implements: the models benchmark: RetinaNet-ResNet50-FPN at 320x320 (train step at batch 2:
+// forward + detection loss + backward + SGD; batch-1 network inference) against torchvision's
+// retinanet_resnet50_fpn timed by bench/peers/bench_models_torchvision.py in the same run with the
+// same threads, plus EfficientDet-D0 figures. Prints one table with ratios (detseg / torchvision).
+// Usage: bench_models [THREADS=2] [ITERS=3] [--no-peer] [--channels-last]
+#include <ATen/ATen.h>
+#include <torch/optim/sgd.h>
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "detseg/losses/detection_loss.h"
+#include "detseg/models/efficientdet_network.h"
+#include "detseg/models/retinanet_network.h"
+
+namespace {
+
+double timed(const std::function<void()>& fn, int iters) {
+  fn();  // warm-up
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+// Dense targets standing in for the anchor assignment (detseg/ops, not timed here): a few
+// positives per image with small regression targets, some ignored anchors, the rest background.
+struct DenseTargets {
+  at::Tensor labels, boxes;
+};
+DenseTargets fake_targets(const detseg::DenseOutputs& out) {
+  const int64_t n = out.cls_logits.size(0), a = out.cls_logits.size(1), k = out.cls_logits.size(2);
+  at::Tensor labels = at::full({n, a}, -1, at::kLong);
+  at::Tensor boxes = at::zeros({n, a, 4});
+  for (int64_t i = 0; i < 40; ++i) {
+    const int64_t idx = (i * 7919) % a;
+    labels.index_put_({at::indexing::Slice(), idx}, i % k);
+    boxes.index_put_({at::indexing::Slice(), idx}, at::full({4}, 0.05 * (1 + i % 3)));
+    labels.index_put_({at::indexing::Slice(), (idx + 1) % a}, -2);
+  }
+  return {labels, boxes};
+}
+
+template <typename Net>
+std::pair<double, double> time_network(Net& net, int64_t size, int iters, bool channels_last) {
+  auto to_input = [&](at::Tensor x) {
+    return channels_last ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
+  };
+  std::vector<at::Tensor> trainable;
+  for (auto& p : net->parameters()) {
+    if (p.requires_grad()) trainable.push_back(p);
+  }
+  torch::optim::SGD sgd(trainable, torch::optim::SGDOptions(0.001).momentum(0.9));
+  const at::Tensor train_images = to_input(at::rand({2, 3, size, size}));
+  net->train();
+  DenseTargets targets;
+  {
+    at::NoGradGuard g;
+    targets = fake_targets(net->forward(train_images));
+  }
+  const double train_s = timed(
+      [&] {
+        auto out = net->forward(train_images);
+        auto losses = detseg::detection_loss(out.cls_logits, out.box_regression, targets.labels,
+                                             targets.boxes);
+        sgd.zero_grad();
+        losses.total.backward();
+        sgd.step();
+      },
+      iters);
+  net->eval();
+  const at::Tensor image = to_input(at::rand({1, 3, size, size}));
+  at::NoGradGuard g;
+  const double infer_s = timed([&] { net->forward(image); }, iters);
+  return {train_s, infer_s};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, iters = 3;
+  bool peer = true, channels_last = false;
+  int positional = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--no-peer")) {
+      peer = false;
+    } else if (!std::strcmp(argv[i], "--channels-last")) {
+      channels_last = true;
+    } else if (positional++ == 0) {
+      threads = std::atoi(argv[i]);
+    } else {
+      iters = std::atoi(argv[i]);
+    }
+  }
+  at::set_num_threads(threads);
+  at::manual_seed(0);
+  std::printf("bench_models: threads %d, iters %d%s\n", threads, iters,
+              channels_last ? ", channels-last" : "");
+
+  detseg::RetinaNetNetwork retina(detseg::RetinaNetNetworkOptions(91).depth(50));
+  if (channels_last) {
+    for (auto& p : retina->parameters()) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  const auto [r_train, r_infer] = time_network(retina, 320, iters, channels_last);
+  const double r_rss = peak_rss_mb();
+
+  nlohmann::json tv;
+  if (peer) {
+    const std::string cmd = "/usr/bin/python3 " DETSEG_SOURCE_DIR
+                            "/bench/peers/bench_models_torchvision.py " + std::to_string(threads) +
+                            " " + std::to_string(iters);
+    FILE* pipe = popen(cmd.c_str(), "r");
+    std::string text;
+    char buf[4096];
+    while (pipe && fgets(buf, sizeof buf, pipe)) text += buf;
+    if (pipe && pclose(pipe) == 0 && !text.empty()) {
+      tv = nlohmann::json::parse(text.substr(text.find('{')));
+    } else {
+      std::printf("torchvision peer failed or absent (%s): no ratios\n", cmd.c_str());
+    }
+  }
+  auto ratio = [&](double ours, const char* key) {
+    if (!tv.contains(key)) return std::string("-");
+    char s[64];
+    std::snprintf(s, sizeof s, "%.3f s  %.2fx", tv[key].get<double>(), ours / tv[key].get<double>());
+    return std::string(s);
+  };
+  std::printf("%-48s %10s   %s\n", "case", "detseg", "torchvision  ratio");
+  std::printf("%-48s %8.3f s   %s\n", "retinanet_r50_fpn 320 train step (batch 2)", r_train,
+              ratio(r_train, "train_step_s").c_str());
+  std::printf("%-48s %8.3f s   %s\n", "retinanet_r50_fpn 320 network fwd (batch 1)", r_infer,
+              ratio(r_infer, "network_fwd_s").c_str());
+  std::printf("%-48s %8.3f s   %s\n", "  vs torchvision full inference (+postprocess)", r_infer,
+              ratio(r_infer, "infer_s").c_str());
+  std::printf("%-48s %6.0f MB   %s\n", "peak RSS after RetinaNet", r_rss,
+              tv.contains("peak_rss_mb") ? (std::to_string(static_cast<int>(tv["peak_rss_mb"].get<double>())) + " MB").c_str() : "-");
+
+  detseg::EfficientDetNetwork d0(detseg::EfficientDetNetworkOptions(0, 90));
+  if (channels_last) {
+    for (auto& p : d0->parameters()) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  const auto [d_train, d_infer] = time_network(d0, 512, iters, channels_last);
+  std::printf("%-48s %8.3f s\n", "efficientdet_d0 512 train step (batch 2)", d_train);
+  std::printf("%-48s %8.3f s\n", "efficientdet_d0 512 network fwd (batch 1)", d_infer);
+  return 0;
+}

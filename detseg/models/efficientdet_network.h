@@ -1,0 +1,51 @@
+// Implements: EfficientDet D0-D7 networks (EfficientNet backbone + BiFPN + class/box nets) scaled
+// per the EfficientDet paper's table. Losses, anchors and postprocessing live elsewhere.
+#pragma once
+
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "detseg/models/backbones/efficientnet.h"
+#include "detseg/models/dense_outputs.h"
+#include "detseg/models/heads/efficientdet_head.h"
+#include "detseg/models/necks/bifpn.h"
+
+namespace detseg {
+
+// One row of the paper's Table 1 (D7 uses B6 at a larger input; the paper's D7x is not included).
+struct EfficientDetScaling {
+  int64_t image_size;    // input resolution R
+  int64_t backbone;      // EfficientNet-B variant
+  int64_t bifpn_width;   // W_bifpn
+  int64_t bifpn_depth;   // D_bifpn
+  int64_t head_depth;    // D_box = D_class
+};
+EfficientDetScaling efficientdet_scaling(int64_t compound_coef);  // 0..7
+
+struct EfficientDetNetworkOptions {
+  explicit EfficientDetNetworkOptions(int64_t compound_coef = 0, int64_t num_classes = 90)
+      : compound_coef_(compound_coef), num_classes_(num_classes) {}
+  TORCH_ARG(int64_t, compound_coef);  // D0..D7
+  TORCH_ARG(int64_t, num_classes);    // reference default: 90 (COCO)
+  TORCH_ARG(int64_t, num_anchors) = 9;
+  TORCH_ARG(double, drop_connect_rate) = 0.2;  // backbone
+  TORCH_ARG(double, prior_probability) = 0.01;
+  TORCH_ARG(double, bn_eps) = 1e-3;            // the reference's TF default, everywhere
+  TORCH_ARG(double, bn_momentum) = 0.01;
+};
+
+class EfficientDetNetworkImpl : public torch::nn::Module {
+ public:
+  explicit EfficientDetNetworkImpl(const EfficientDetNetworkOptions& options);
+  DenseOutputs forward(const at::Tensor& images);  // images: [N, 3, H, W] normalised
+
+  EfficientDetNetworkOptions options;
+  EfficientDetScaling scaling;
+  EfficientNet backbone{nullptr};
+  BiFpn fpn{nullptr};
+  EfficientDetSubnet class_net{nullptr}, box_net{nullptr};
+};
+TORCH_MODULE(EfficientDetNetwork);
+
+}  // namespace detseg

@@ -1,0 +1,54 @@
+// Implements: RetinaNet's class and box subnets (torchvision 0.14 RetinaNetHead: 4 conv 3x3 + ReLU
+// layers shared across levels, no norm), keys head.classification_head.conv.i.0.* / cls_logits.*
+// and head.regression_head.conv.i.0.* / bbox_reg.*.
+#pragma once
+
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/pimpl.h>
+
+#include <vector>
+
+#include "detseg/models/layers/conv_bn_act.h"
+
+namespace detseg {
+
+struct RetinaNetHeadOptions {
+  RetinaNetHeadOptions(int64_t in_channels, int64_t num_anchors, int64_t num_classes)
+      : in_channels_(in_channels), num_anchors_(num_anchors), num_classes_(num_classes) {}
+  TORCH_ARG(int64_t, in_channels);
+  TORCH_ARG(int64_t, num_anchors);
+  TORCH_ARG(int64_t, num_classes);
+  TORCH_ARG(int64_t, num_convs) = 4;
+  TORCH_ARG(double, prior_probability) = 0.01;  // class bias = -log((1 - p) / p)
+};
+
+// One subnet: conv.i (conv 3x3 + ReLU) then a predictor conv producing A * outputs_per_anchor.
+class RetinaNetSubnetImpl : public torch::nn::Module {
+ public:
+  RetinaNetSubnetImpl(const RetinaNetHeadOptions& options, int64_t outputs_per_anchor,
+                      const std::string& predictor_name, double bias_init);
+  // features: per level [N, C, H_l, W_l] -> [N, sum(H_l W_l A), outputs_per_anchor], anchors ordered
+  // (level, y, x, anchor) like torchvision.
+  at::Tensor forward(const std::vector<at::Tensor>& features);
+
+  int64_t outputs_per_anchor;
+  std::vector<ConvBnAct> convs;
+  torch::nn::Conv2d predictor{nullptr};
+};
+TORCH_MODULE(RetinaNetSubnet);
+
+// Reshapes a predictor output [N, A * D, H, W] to [N, H * W * A, D].
+at::Tensor flatten_dense_prediction(const at::Tensor& x, int64_t outputs_per_anchor);
+
+class RetinaNetHeadImpl : public torch::nn::Module {
+ public:
+  explicit RetinaNetHeadImpl(const RetinaNetHeadOptions& options);
+
+  RetinaNetHeadOptions options;
+  RetinaNetSubnet classification_head{nullptr}, regression_head{nullptr};
+};
+TORCH_MODULE(RetinaNetHead);
+
+}  // namespace detseg

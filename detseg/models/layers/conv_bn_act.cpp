@@ -1,0 +1,54 @@
+// Implements: conv -> batch norm -> activation, named like torchvision's Conv2dNormActivation.
+#include "detseg/models/layers/conv_bn_act.h"
+
+#include <ATen/ATen.h>
+
+namespace detseg {
+
+at::Tensor apply_activation(const at::Tensor& x, Activation act) {
+  switch (act) {
+    case Activation::kNone: return x;
+    case Activation::kReLU: return at::relu(x);
+    case Activation::kSiLU: return at::silu(x);
+    case Activation::kSigmoid: return at::sigmoid(x);
+  }
+  return x;
+}
+
+at::Tensor apply_activation_(at::Tensor& x, Activation act) {
+  switch (act) {
+    case Activation::kNone: return x;
+    case Activation::kReLU: return at::relu_(x);
+    case Activation::kSiLU: return at::silu_(x);
+    case Activation::kSigmoid: return at::sigmoid_(x);
+  }
+  return x;
+}
+
+torch::nn::Conv2d make_conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, bool bias,
+                              int64_t groups) {
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
+                               .stride(stride)
+                               .padding((kernel - 1) / 2)
+                               .groups(groups)
+                               .bias(bias));
+}
+
+ConvBnActImpl::ConvBnActImpl(const ConvBnActOptions& options_) : options(options_) {
+  conv = register_module("0", make_conv2d(options.in(), options.out(), options.kernel(),
+                                          options.stride(), !options.norm(), options.groups()));
+  if (options.norm()) {
+    norm = register_module("1", Norm2d(Norm2dOptions(options.out())
+                                           .eps(options.eps())
+                                           .momentum(options.momentum())
+                                           .frozen(options.frozen_norm())));
+  }
+}
+
+at::Tensor ConvBnActImpl::forward(const at::Tensor& x) {
+  at::Tensor y = conv->forward(x);
+  if (norm) y = norm->forward(y);
+  return apply_activation_(y, options.activation());
+}
+
+}  // namespace detseg

@@ -1,0 +1,50 @@
+// Implements: conv -> batch norm -> activation, named like torchvision's Conv2dNormActivation
+// (children "0" conv and "1" norm, so keys read "<name>.0.weight", "<name>.1.running_mean").
+#pragma once
+
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/pimpl.h>
+
+#include "detseg/models/layers/frozen_batch_norm.h"
+
+namespace detseg {
+
+enum class Activation { kNone, kReLU, kSiLU, kSigmoid };
+
+// Applies the activation (swish is SiLU).
+at::Tensor apply_activation(const at::Tensor& x, Activation act);
+// The in-place variant for intermediate results that nothing else holds.
+at::Tensor apply_activation_(at::Tensor& x, Activation act);
+
+struct ConvBnActOptions {
+  ConvBnActOptions(int64_t in, int64_t out, int64_t kernel) : in_(in), out_(out), kernel_(kernel) {}
+  TORCH_ARG(int64_t, in);
+  TORCH_ARG(int64_t, out);
+  TORCH_ARG(int64_t, kernel);
+  TORCH_ARG(int64_t, stride) = 1;
+  TORCH_ARG(int64_t, groups) = 1;
+  TORCH_ARG(bool, norm) = true;          // false: conv with bias, no "1" child
+  TORCH_ARG(bool, frozen_norm) = false;
+  TORCH_ARG(double, eps) = 1e-5;
+  TORCH_ARG(double, momentum) = 0.1;
+  TORCH_ARG(Activation, activation) = Activation::kReLU;
+};
+
+class ConvBnActImpl : public torch::nn::Module {
+ public:
+  explicit ConvBnActImpl(const ConvBnActOptions& options);
+  at::Tensor forward(const at::Tensor& x);  // x: [N, in, H, W] -> [N, out, H/stride, W/stride]
+
+  ConvBnActOptions options;
+  torch::nn::Conv2d conv{nullptr};
+  Norm2d norm{nullptr};  // null when options.norm() is false
+};
+TORCH_MODULE(ConvBnAct);
+
+// Plain conv with torchvision-style "same" padding (k - 1) / 2.
+torch::nn::Conv2d make_conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
+                              bool bias = true, int64_t groups = 1);
+
+}  // namespace detseg

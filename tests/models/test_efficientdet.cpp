@@ -1,0 +1,54 @@
+// Tests: EfficientDet networks: parameter counts against the paper (D0 3.9M, D1 6.6M), output
+// shapes in torchvision's anchor order, BiFPN fusion weights.
+#include <gtest/gtest.h>
+
+#include "detseg/models/efficientdet_network.h"
+
+namespace {
+
+int64_t count(torch::nn::Module& m) {
+  int64_t n = 0;
+  for (auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+TEST(EfficientDet, ParameterCountsNearPaper) {
+  // Paper Table 2 (COCO, 90 classes, 9 anchors): D0 3.9M, D1 6.6M; within 3%.
+  detseg::EfficientDetNetwork d0(detseg::EfficientDetNetworkOptions(0, 90));
+  detseg::EfficientDetNetwork d1(detseg::EfficientDetNetworkOptions(1, 90));
+  const int64_t n0 = count(*d0), n1 = count(*d1);
+  EXPECT_NEAR(n0 / 1e6, 3.9, 0.03 * 3.9) << n0;
+  EXPECT_NEAR(n1 / 1e6, 6.6, 0.03 * 6.6) << n1;
+  EXPECT_EQ(d0->scaling.image_size, 512);
+  EXPECT_EQ(detseg::efficientdet_scaling(7).image_size, 1536);
+  EXPECT_THROW(detseg::efficientdet_scaling(8), detseg::ConfigError);
+}
+
+TEST(EfficientDet, OutputsPerLevelInAnchorOrder) {
+  detseg::EfficientDetNetwork net(detseg::EfficientDetNetworkOptions(0, 3));
+  net->eval();
+  at::NoGradGuard g;
+  auto out = net->forward(at::randn({2, 3, 128, 160}));
+  // P3..P7 of 128x160: 16x20, 8x10, 4x5, 2x3, 1x2 cells, 9 anchors each.
+  const int64_t cells = 16 * 20 + 8 * 10 + 4 * 5 + 2 * 3 + 1 * 2;
+  EXPECT_EQ(out.cls_logits.sizes(), (std::vector<int64_t>{2, cells * 9, 3}));
+  EXPECT_EQ(out.box_regression.sizes(), (std::vector<int64_t>{2, cells * 9, 4}));
+  ASSERT_EQ(out.level_sizes.size(), 5u);
+  EXPECT_EQ(out.level_sizes[4], (std::array<int64_t, 2>{1, 2}));
+  EXPECT_EQ(out.strides, (std::vector<int64_t>{8, 16, 32, 64, 128}));
+  // Class bias from the prior 0.01 with near-zero weights: logits near -log(99).
+  EXPECT_NEAR(out.cls_logits.mean().item<float>(), -std::log(99.0), 0.5);
+}
+
+TEST(EfficientDet, TrainStepChangesFusionWeights) {
+  detseg::EfficientDetNetwork net(detseg::EfficientDetNetworkOptions(0, 2));
+  net->train();
+  auto out = net->forward(at::randn({1, 3, 64, 64}));
+  (out.cls_logits.sigmoid().sum() + out.box_regression.pow(2).sum()).backward();
+  const at::Tensor& w = net->fpn->cells[0]->nodes[4]->weights;  // P4 out: 3 inputs
+  ASSERT_EQ(w.numel(), 3);
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_GT(w.grad().abs().sum().item<float>(), 0.0f);
+}
+
+}  // namespace

@@ -1,0 +1,102 @@
+// Tests: shared layers (frozen / trainable batch norm, conv-bn-act naming, drop connect) and the
+// state-dict loader's report.
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/nn/module.h>
+
+#include <filesystem>
+
+#include "detseg/core/files.h"
+#include "detseg/io/state_dict.h"
+#include "detseg/models/layers/conv_bn_act.h"
+#include "detseg/models/layers/drop_connect.h"
+#include "detseg/models/layers/frozen_batch_norm.h"
+
+namespace {
+
+TEST(Norm2d, FrozenMatchesTorchvisionFormulaAndHoldsBuffersOnly) {
+  auto bn = detseg::FrozenBatchNorm2d(3);
+  EXPECT_EQ(bn->parameters().size(), 0u);
+  EXPECT_EQ(bn->buffers().size(), 4u);  // weight, bias, running_mean, running_var
+  EXPECT_EQ(bn->options.eps(), 1e-5);   // torchvision 0.14's FrozenBatchNorm2d default
+  {
+    at::NoGradGuard g;
+    bn->weight.copy_(at::tensor({1.0f, 2.0f, 0.5f}));
+    bn->bias.copy_(at::tensor({0.0f, 1.0f, -1.0f}));
+    bn->running_mean.copy_(at::tensor({0.5f, -1.0f, 2.0f}));
+    bn->running_var.copy_(at::tensor({4.0f, 1.0f, 0.25f}));
+  }
+  bn->train();  // frozen stays frozen in training
+  at::Tensor x = at::randn({2, 3, 4, 5});
+  at::Tensor scale = (bn->weight * (bn->running_var + 1e-5).rsqrt()).view({1, 3, 1, 1});
+  at::Tensor shift = bn->bias.view({1, 3, 1, 1}) - bn->running_mean.view({1, 3, 1, 1}) * scale;
+  EXPECT_TRUE(at::allclose(bn->forward(x), x * scale + shift, 1e-5, 1e-6));
+  EXPECT_TRUE(at::allclose(bn->running_mean, at::tensor({0.5f, -1.0f, 2.0f})));
+}
+
+TEST(Norm2d, TrainableUpdatesStatistics) {
+  detseg::Norm2d bn(detseg::Norm2dOptions(2));
+  EXPECT_EQ(bn->parameters().size(), 2u);
+  bn->train();
+  at::Tensor x = at::randn({4, 2, 3, 3}) + 3.0;
+  bn->forward(x);
+  EXPECT_GT(bn->running_mean.min().item<float>(), 0.1f);  // moved 10% toward ~3
+  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_THROW(bn->forward(at::randn({1, 3, 2, 2})), c10::Error);
+}
+
+TEST(ConvBnAct, NamesLikeTorchvisionConv2dNormActivation) {
+  detseg::ConvBnAct m(detseg::ConvBnActOptions(3, 8, 3).stride(2));
+  std::vector<std::string> keys;
+  for (auto& p : m->named_parameters()) keys.push_back(p.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"0.weight", "1.weight", "1.bias"}));
+  EXPECT_EQ(m->forward(at::randn({1, 3, 9, 9})).sizes(), (std::vector<int64_t>{1, 8, 5, 5}));
+  detseg::ConvBnAct plain(detseg::ConvBnActOptions(3, 8, 1).norm(false));
+  EXPECT_EQ(plain->named_parameters().size(), 2u);  // 0.weight, 0.bias
+}
+
+TEST(DropConnect, RowsDroppedOrScaled) {
+  at::Tensor x = at::ones({64, 2, 3});
+  EXPECT_TRUE(at::equal(detseg::drop_connect(x, 0.5, /*training=*/false), x));
+  at::Tensor y = detseg::drop_connect(x, 0.5, true);
+  for (int64_t i = 0; i < 64; ++i) {
+    const float v = y[i][0][0].item<float>();
+    EXPECT_TRUE(v == 0.0f || v == 2.0f);
+    EXPECT_TRUE(at::equal(y[i], at::full({2, 3}, v)));  // one decision per sample
+  }
+  EXPECT_THROW(detseg::drop_connect(x, 1.0, true), c10::Error);
+}
+
+TEST(StateDict, ReportsLoadedMissingUnexpectedAndShape) {
+  detseg::ConvBnAct m(detseg::ConvBnActOptions(2, 4, 3));
+  c10::Dict<c10::IValue, c10::IValue> dict;
+  dict.insert("p.0.weight", at::full({4, 2, 3, 3}, 0.5));
+  dict.insert("p.1.weight", at::full({5}, 1.0));  // wrong shape
+  dict.insert("p.1.running_var", at::full({4}, 2.0));
+  dict.insert("p.1.num_batches_tracked", at::zeros({}, at::kLong));
+  dict.insert("p.extra", at::zeros({1}));
+  const auto dir = std::filesystem::temp_directory_path() / "detseg_test_state_dict";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "sd.pt").string();
+  const std::vector<char> bytes = torch::jit::pickle_save(dict);
+  detseg::write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+
+  const detseg::StateDict sd = detseg::read_state_dict(path);
+  EXPECT_EQ(sd.size(), 5u);
+  detseg::StateDictLoadOptions opts;
+  opts.strip_prefix = "p.";
+  const auto report = detseg::load_state_dict(*m, sd, opts);
+  EXPECT_EQ(report.loaded, (std::vector<std::string>{"0.weight", "1.num_batches_tracked", "1.running_var"}));
+  EXPECT_EQ(report.missing, (std::vector<std::string>{"1.bias", "1.running_mean"}));
+  EXPECT_EQ(report.unexpected, (std::vector<std::string>{"extra"}));
+  ASSERT_EQ(report.shape_mismatch.size(), 1u);
+  EXPECT_NE(report.shape_mismatch[0].find("1.weight"), std::string::npos);
+  EXPECT_FALSE(report.complete());
+  EXPECT_TRUE(at::equal(m->conv->weight, at::full({4, 2, 3, 3}, 0.5)));
+  EXPECT_TRUE(at::equal(m->norm->running_var, at::full({4}, 2.0)));
+  opts.strict = true;
+  EXPECT_THROW(detseg::load_state_dict(*m, sd, opts), detseg::Error);
+  EXPECT_THROW(detseg::read_state_dict((dir / "missing.pt").string()), detseg::Error);
+}
+
+}  // namespace
