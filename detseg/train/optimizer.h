@@ -1,0 +1,107 @@
+// Implements: optimizer construction over named parameters: freezing, gradient multipliers and
+// L2 selection by name pattern, parameter groups with their own rate scale, the L2 loss term,
+// and gradient clipping by global norm.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace torch {
+namespace nn {
+class Module;
+}
+namespace optim {
+class Optimizer;
+}
+}  // namespace torch
+
+namespace detseg {
+
+// Every parameter whose name matches `pattern` (std::regex_search, ECMAScript) has its gradient
+// multiplied by `factor`; when several rules match, their factors multiply (DeepLab: a bias in a
+// last layer gets 2 x last_layer_multiplier).
+struct GradientMultiplier {
+  std::string pattern;
+  double factor = 1.0;
+};
+
+struct OptimizerOptions {
+  std::string type = "momentum";  // momentum|sgd|adam|adamw|rmsprop
+  double momentum = 0.9;          // momentum / rmsprop momentum
+  bool nesterov = false;
+  double beta1 = 0.9;             // adam / adamw
+  double beta2 = 0.999;
+  double epsilon = 1e-8;          // adam / adamw / rmsprop
+  double adamw_weight_decay = 0.01;  // decoupled decay of AdamW (separate from the L2 term)
+  double rmsprop_decay = 0.9;     // smoothing constant (torch's alpha)
+  // L2 regularisation as its own loss term: weight_decay * sum(||w||^2 / 2) over parameters whose
+  // name matches l2_pattern and which have at least l2_min_dim dimensions. The dimension rule
+  // keeps norm-layer scales (1-D `weight`s) out, as the reference's kernel|weight regex does for
+  // TF names where norm scales are called gamma.
+  double weight_decay = 4e-5;
+  std::string l2_pattern = R"((^|\.)weight$)";
+  int64_t l2_min_dim = 2;
+  std::vector<GradientMultiplier> multipliers;
+  std::string freeze_pattern;      // empty: nothing frozen
+  double clip_gradients_norm = 0;  // <= 0: no clipping (the norm is still computed)
+};
+
+// The DeepLab rules: biases x2, parameters under any of `last_layers` x last_layer_multiplier.
+std::vector<GradientMultiplier> deeplab_gradient_multipliers(
+    const std::vector<std::string>& last_layers, double last_layer_multiplier);
+
+struct NamedParameter {
+  std::string name;
+  torch::Tensor tensor;
+  double lr_scale = 1.0;  // product of the matching gradient multipliers
+  bool l2 = false;        // included in the L2 term
+};
+
+// The trainable parameters (in module order) and the names of the frozen ones.
+struct ParameterSelection {
+  std::vector<NamedParameter> trainable;
+  std::vector<std::string> frozen;
+  std::vector<torch::Tensor> tensors() const;
+  std::vector<torch::Tensor> l2_tensors() const;
+};
+
+// Applies the options to `model`: frozen parameters get requires_grad(false). Throws ConfigError
+// for a malformed pattern, naming it.
+ParameterSelection select_parameters(torch::nn::Module& model, const OptimizerOptions& options);
+
+// An optimizer with one parameter group per distinct rate scale, and that scale per group.
+struct TrainOptimizer {
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<double> group_lr_scales;
+  TrainOptimizer();
+  TrainOptimizer(TrainOptimizer&&) noexcept;
+  TrainOptimizer& operator=(TrainOptimizer&&) noexcept;
+  ~TrainOptimizer();
+  // Sets every group's rate to lr x its scale (call each step with the schedule's value).
+  void set_learning_rate(double lr);
+};
+
+// Unknown optimizer type: ConfigError. For momentum SGD a per-group rate scale is exactly the
+// reference's gradient multiplication (the momentum buffer is linear in the gradient).
+TrainOptimizer build_optimizer(const ParameterSelection& params, const OptimizerOptions& options,
+                               double initial_lr);
+
+// weight_decay * sum over the L2 parameters of sum(w^2) / 2 (tf.nn.l2_loss); a scalar with grad.
+// A zero scalar when nothing is selected or the decay is 0.
+torch::Tensor l2_regularization_loss(const ParameterSelection& params, double weight_decay);
+
+// Global L2 norm of all gradients (missing gradients count as 0), computed in double precision.
+// When max_norm > 0 and the norm exceeds it, gradients are scaled by max_norm / norm
+// (tf.clip_by_global_norm). Returns the norm before clipping; a NaN/Inf norm leaves them as is.
+double clip_gradients_by_global_norm(const std::vector<torch::Tensor>& params, double max_norm);
+
+// The reference divides the summed loss by the number of replicas before differentiating.
+inline torch::Tensor normalize_loss_for_replicas(const torch::Tensor& loss, int64_t num_replicas) {
+  return num_replicas > 1 ? loss / static_cast<double>(num_replicas) : loss;
+}
+
+}  // namespace detseg

@@ -1,0 +1,180 @@
+// Implements: tests of parameter selection (freeze, L2, multipliers), optimizer groups, the L2
+// term and global-norm clipping, with hand-worked numbers.
+#include <gtest/gtest.h>
+#include <torch/optim.h>
+
+#include "detseg/core/error.h"
+#include "detseg/train/optimizer.h"
+#include "tiny_modules.h"
+
+namespace detseg {
+namespace {
+
+using testing::TinyNet;
+
+std::vector<std::string> names(const ParameterSelection& s) {
+  std::vector<std::string> out;
+  for (const auto& p : s.trainable) out.push_back(p.name);
+  return out;
+}
+
+TEST(Optimizer, L2SelectsWeightsWithAtLeastTwoDims) {
+  TinyNet net;
+  const auto sel = select_parameters(*net, OptimizerOptions{});
+  std::vector<std::string> l2;
+  for (const auto& p : sel.trainable)
+    if (p.l2) l2.push_back(p.name);
+  // bn.weight matches "weight" but is 1-D: a norm scale, not a kernel.
+  EXPECT_EQ(l2, (std::vector<std::string>{"fc1.weight", "head.weight"}));
+  EXPECT_TRUE(sel.frozen.empty());
+}
+
+TEST(Optimizer, L2LossIsHalfSumOfSquaresTimesDecay) {
+  TinyNet net;
+  testing::fill_tiny(*net);
+  const auto sel = select_parameters(*net, OptimizerOptions{});
+  // fc1.weight: 1+4+9+16 = 30, head.weight: 1+1 = 2; 0.1 x 32 / 2 = 1.6
+  torch::Tensor loss = l2_regularization_loss(sel, 0.1);
+  EXPECT_NEAR(loss.item<double>(), 1.6, 1e-6);
+  loss.backward();
+  // d/dw = decay x w
+  EXPECT_TRUE(torch::allclose(net->fc1->weight.grad(), torch::tensor({{0.1f, 0.2f}, {0.3f, 0.4f}})));
+  EXPECT_FALSE(net->fc1->bias.grad().defined());
+  EXPECT_EQ(l2_regularization_loss(sel, 0.0).item<double>(), 0.0);
+}
+
+TEST(Optimizer, FreezeByPattern) {
+  TinyNet net;
+  OptimizerOptions o;
+  o.freeze_pattern = R"(^fc1\.)";
+  const auto sel = select_parameters(*net, o);
+  EXPECT_EQ(sel.frozen, (std::vector<std::string>{"fc1.weight", "fc1.bias"}));
+  EXPECT_EQ(names(sel), (std::vector<std::string>{"bn.weight", "bn.bias", "head.weight", "head.bias"}));
+  EXPECT_FALSE(net->fc1->weight.requires_grad());
+  EXPECT_TRUE(net->head->weight.requires_grad());
+}
+
+TEST(Optimizer, DeepLabMultipliersMultiply) {
+  TinyNet net;
+  OptimizerOptions o;
+  o.multipliers = deeplab_gradient_multipliers({"head"}, 10.0);
+  const auto sel = select_parameters(*net, o);
+  std::vector<double> scales;
+  for (const auto& p : sel.trainable) scales.push_back(p.lr_scale);
+  // fc1.weight 1, fc1.bias 2 (bias), bn.weight 1, bn.bias 2, head.weight 10, head.bias 2 x 10
+  EXPECT_EQ(scales, (std::vector<double>{1, 2, 1, 2, 10, 20}));
+  TrainOptimizer opt = build_optimizer(sel, o, 0.1);
+  EXPECT_EQ(opt.group_lr_scales, (std::vector<double>{1, 2, 10, 20}));
+  ASSERT_EQ(opt.optimizer->param_groups().size(), 4u);
+  EXPECT_EQ(opt.optimizer->param_groups()[0].params().size(), 2u);  // fc1.weight, bn.weight
+  opt.set_learning_rate(0.5);
+  std::vector<double> lrs;
+  for (auto& g : opt.optimizer->param_groups()) lrs.push_back(g.options().get_lr());
+  EXPECT_EQ(lrs, (std::vector<double>{0.5, 1.0, 5.0, 10.0}));
+}
+
+// Momentum SGD with a group rate x k equals SGD on gradients multiplied by k (the reference).
+TEST(Optimizer, GroupScaleEqualsGradientMultiplierForMomentumSgd) {
+  torch::Tensor a = torch::tensor({1.0, 2.0}, torch::requires_grad());
+  torch::Tensor b = torch::tensor({1.0, 2.0}, torch::requires_grad());
+  torch::optim::SGD scaled({torch::optim::OptimizerParamGroup(
+                               {a}, std::make_unique<torch::optim::SGDOptions>(
+                                        torch::optim::SGDOptions(0.2).momentum(0.9)))},
+                           torch::optim::SGDOptions(0.2).momentum(0.9));
+  torch::optim::SGD plain({b}, torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    scaled.zero_grad();
+    plain.zero_grad();
+    (a * torch::tensor({3.0, 4.0})).sum().backward();
+    (b * torch::tensor({3.0, 4.0})).sum().backward();
+    b.mutable_grad().mul_(2.0);  // the reference's gradient multiplier
+    scaled.step();
+    plain.step();
+  }
+  EXPECT_TRUE(torch::allclose(a, b, 1e-12, 1e-12)) << a << b;
+  // First step by hand: 1 - 0.2 x 3 = 0.4; then momentum 0.9: buf 3 -> 5.7 -> 8.13.
+  // a0 = 1 - 0.2 (3 + 5.7 + 8.13) = -2.366
+  EXPECT_NEAR(a[0].item<double>(), -2.366, 1e-12);
+}
+
+TEST(Optimizer, SgdStepWithScaleByHand) {
+  TinyNet net;
+  testing::fill_tiny(*net);
+  OptimizerOptions o;
+  o.type = "sgd";
+  o.multipliers = {{R"(^head\.bias$)", 3.0}};
+  auto sel = select_parameters(*net, o);
+  TrainOptimizer opt = build_optimizer(sel, o, 0.1);
+  opt.optimizer->zero_grad();
+  (net->head->bias * 2.0 + net->head->weight.sum()).sum().backward();
+  opt.optimizer->step();
+  EXPECT_NEAR(net->head->bias.item<double>(), 0.25 - 0.1 * 3 * 2, 1e-7);
+  EXPECT_TRUE(torch::allclose(net->head->weight, torch::tensor({{0.9f, -1.1f}})));
+}
+
+TEST(Optimizer, AdamAdamWRmsPropBuildAndStep) {
+  for (const char* type : {"adam", "adamw", "rmsprop", "momentum"}) {
+    TinyNet net;
+    testing::fill_tiny(*net);
+    OptimizerOptions o;
+    o.type = type;
+    auto sel = select_parameters(*net, o);
+    TrainOptimizer opt = build_optimizer(sel, o, 0.1);
+    opt.optimizer->zero_grad();
+    net->forward(torch::tensor({{1.f, 2.f}, {3.f, -1.f}, {0.5f, 0.5f}, {-1.f, 2.f}})).sum().backward();
+    opt.optimizer->step();
+    EXPECT_FALSE(torch::equal(net->head->weight, torch::tensor({{1.f, -1.f}}))) << type;
+  }
+  // AdamW with a zero gradient only decays: w (1 - lr x wd).
+  torch::Tensor w = torch::tensor({2.0}, torch::requires_grad());
+  torch::optim::AdamW adamw({w}, torch::optim::AdamWOptions(0.1).weight_decay(0.01));
+  w.mutable_grad() = torch::zeros({1}, torch::kDouble);
+  adamw.step();
+  EXPECT_NEAR(w.item<double>(), 2.0 * (1 - 0.1 * 0.01), 1e-12);
+}
+
+TEST(Optimizer, BadConfigIsConfigError) {
+  TinyNet net;
+  OptimizerOptions o;
+  o.type = "lamb";
+  auto sel = select_parameters(*net, o);
+  EXPECT_THROW(build_optimizer(sel, o, 0.1), ConfigError);
+  o = OptimizerOptions{};
+  o.l2_pattern = "(unclosed";
+  EXPECT_THROW(select_parameters(*net, o), ConfigError);
+  o = OptimizerOptions{};
+  o.freeze_pattern = ".*";
+  EXPECT_THROW(build_optimizer(select_parameters(*net, o), o, 0.1), Error);
+}
+
+TEST(Optimizer, ClipByGlobalNorm) {
+  torch::Tensor a = torch::zeros({2}, torch::requires_grad());
+  torch::Tensor b = torch::zeros({1}, torch::requires_grad());
+  torch::Tensor no_grad = torch::zeros({3}, torch::requires_grad());
+  auto set = [&] {
+    a.mutable_grad() = torch::tensor({3.f, 4.f});
+    b.mutable_grad() = torch::tensor({12.f});
+  };
+  set();
+  // sqrt(9 + 16 + 144) = 13
+  EXPECT_DOUBLE_EQ(clip_gradients_by_global_norm({a, b, no_grad}, 6.5), 13.0);
+  EXPECT_TRUE(torch::allclose(a.grad(), torch::tensor({1.5f, 2.f})));
+  EXPECT_TRUE(torch::allclose(b.grad(), torch::tensor({6.f})));
+  set();
+  EXPECT_DOUBLE_EQ(clip_gradients_by_global_norm({a, b}, 20.0), 13.0);  // under the cap
+  EXPECT_TRUE(torch::equal(b.grad(), torch::tensor({12.f})));
+  EXPECT_DOUBLE_EQ(clip_gradients_by_global_norm({a, b}, 0.0), 13.0);  // norm only
+  EXPECT_TRUE(torch::equal(b.grad(), torch::tensor({12.f})));
+  b.mutable_grad() = torch::tensor({NAN});
+  EXPECT_TRUE(std::isnan(clip_gradients_by_global_norm({a, b}, 1.0)));
+  EXPECT_TRUE(torch::equal(a.grad(), torch::tensor({3.f, 4.f})));  // left as is
+  EXPECT_DOUBLE_EQ(clip_gradients_by_global_norm({no_grad}, 1.0), 0.0);
+}
+
+TEST(Optimizer, LossDividedByReplicas) {
+  EXPECT_DOUBLE_EQ(normalize_loss_for_replicas(torch::tensor(8.0), 4).item<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(normalize_loss_for_replicas(torch::tensor(8.0), 1).item<double>(), 8.0);
+}
+
+}  // namespace
+}  // namespace detseg
