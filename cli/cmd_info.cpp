@@ -1,4 +1,4 @@
-// Implements: `detseg info`: versions, threads, BLAS and CUDA availability.
+// Implements: `detseg info`: versions, threads, BLAS and CUDA availability; or the config keys.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/version.h>
@@ -6,10 +6,15 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "detseg/config/config.h"
 
 namespace detseg::cli {
 
-int run_info() {
+int run_info(bool config_keys) {
+  if (config_keys) {
+    std::printf("%s", config_reference_markdown().c_str());
+    return 0;
+  }
   std::printf("detseg %s\n", DETSEG_VERSION);
   std::printf("torch %s\n", TORCH_VERSION);
   std::printf("threads %d\n", at::get_num_threads());

@@ -57,6 +57,6 @@ int run_eval(const EvalArgs& args);
 int run_predict(const PredictArgs& args);
 int run_coco_eval(const CocoEvalArgs& args);
 int run_convert_voc(const ConvertVocArgs& args);
-int run_info();
+int run_info(bool config_keys);
 
 }  // namespace detseg::cli

@@ -85,8 +85,10 @@ int main(int argc, char** argv) {
   voc_app->add_option("--label-map", voc.label_map, "Class names in order, one per line (default: sorted names found)");
   voc_app->callback([&] { run = [&] { return run_convert_voc(voc); }; });
 
+  bool config_keys = false;
   auto* info_app = app.add_subcommand("info", "Print versions, thread count, BLAS and CUDA availability");
-  info_app->callback([&] { run = [] { return run_info(); }; });
+  info_app->add_flag("--config-keys", config_keys, "Print every pipeline-config key (Markdown table) instead");
+  info_app->callback([&] { run = [&] { return run_info(config_keys); }; });
 
   try {
     app.parse(argc, argv);
