@@ -93,6 +93,8 @@ Loader::Loader(int64_t num_examples, LoadFn load, LoaderOptions options)
   DETSEG_CHECK(batches_per_epoch_ > 0, "loader: ", examples_per_epoch_, " examples per epoch make no full batch of ",
                o.batch_size, " (drop_last)");
   total_batches_ = o.epochs == 0 ? -1 : o.epochs * batches_per_epoch_;
+  DETSEG_CHECK(o.start_batch >= 0, "loader: start_batch must be >= 0");
+  next_claim_ = next_deliver_ = o.start_batch;
   for (int i = 0; i < o.num_workers; ++i) threads_.emplace_back([this] { worker(); });
 }
 

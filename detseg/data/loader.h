@@ -43,6 +43,7 @@ struct LoaderOptions {
   bool drop_last = false;       // drop an epoch's final short batch
   int64_t sample_1_of_n = 1;    // keep every n-th example (eval on a subset)
   int rank = 0, world_size = 1; // sharding for distributed data parallel
+  int64_t start_batch = 0;      // first batch number delivered: a resumed run continues the sequence
   AugmentOptions augment;
   CollateOptions collate;
 };
