@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "detseg/core/error.h"
-#include "detseg/core/threads.h"
+#include <thread>
 #include "detseg/eval/parallel.h"
 #include "detseg/eval/rle.h"
 
@@ -147,10 +147,19 @@ void evaluate_cell(int64_t c, const CocoDataset& gt, const CocoDataset& dt, cons
   const int64_t A = ev.A, T = ev.T;
   if (G == 0 && Dall == 0) return;
   s.dts.assign(db.order.begin() + d0, db.order.begin() + d0 + Dall);
-  // pycocotools: argsort(-score, kind='mergesort'), i.e. a stable sort, best first.
-  std::stable_sort(s.dts.begin(), s.dts.end(), [&](int64_t a, int64_t b) {
-    return dt.annotations[a].score > dt.annotations[b].score;
-  });
+  // pycocotools: argsort(-score, kind='mergesort'), i.e. a stable sort, best first. Most cells
+  // are small, where an insertion sort (stable, no buffer to allocate) is fastest.
+  const auto better = [&](int64_t a, int64_t b) { return dt.annotations[a].score > dt.annotations[b].score; };
+  if (Dall <= 32) {
+    for (int64_t i = 1; i < Dall; ++i) {
+      const int64_t v = s.dts[i];
+      int64_t j = i;
+      for (; j > 0 && better(v, s.dts[j - 1]); --j) s.dts[j] = s.dts[j - 1];
+      s.dts[j] = v;
+    }
+  } else {
+    std::stable_sort(s.dts.begin(), s.dts.end(), better);
+  }
   const int64_t slot0 = ev.slot_offsets[c];
   const int64_t D = ev.slot_offsets[c + 1] - slot0;  // min(Dall, max_dets.back())
   for (int64_t d = 0; d < D; ++d) ev.slot_dt[slot0 + d] = s.dts[d];
@@ -226,59 +235,44 @@ void evaluate_cell(int64_t c, const CocoDataset& gt, const CocoDataset& dt, cons
 struct Entry {
   double score;
   int64_t slot;
-  int64_t rank;  // position in its image's best-first list
+  int64_t first_m;  // the first max_dets index whose limit keeps this detection (its rank is below)
+};
+
+// One precision/recall curve under construction. Only true positives are recorded: recall
+// changes only there, each one has the highest precision of its run, and entries before the first
+// one have precision 0, so the interpolated values at the recall thresholds are the ones
+// pycocotools reads off its full per-detection curve.
+struct Curve {
+  double tp = 0, fp = 0, first_score = 0;
+  size_t nd = 0;
+  std::vector<double> rc, pr, sc;
 };
 
 struct AccumulateScratch {
   std::vector<Entry> entries;
   std::vector<uint8_t> flags;  // [A, T, n] the entries' flags in score order
-  std::vector<double> rc, pr, sc;
+  std::vector<Curve> curves;   // one per max_dets
 };
 
-// Precision at the recall thresholds for one (category, area, max_dets, threshold), as
-// pycocotools computes it from the full per-detection curve. Only true positives are recorded:
-// recall changes only there, each one has the highest precision of its run, and entries before
-// the first one have precision 0, so the interpolated values at the thresholds are the same.
-void precision_curve(const uint8_t* flags, const Entry* entries, size_t n, int64_t max_det, int64_t npig,
-                     const CocoEvalParams& p, AccumulateScratch& s, double* recall, double* precision,
-                     double* scores, int64_t stride) {
-  const double eps = std::numeric_limits<double>::epsilon();  // np.spacing(1)
-  s.rc.clear();
-  s.pr.clear();
-  s.sc.clear();
-  double tp = 0, fp = 0;
-  double first_score = 0;
-  size_t nd = 0;
-  for (size_t e = 0; e < n; ++e) {
-    if (entries[e].rank >= max_det) continue;
-    if (nd++ == 0) first_score = entries[e].score;
-    const uint8_t f = flags[e];
-    if (f & kIgnored) continue;
-    if (f & kMatched) {
-      ++tp;
-      s.rc.push_back(tp / static_cast<double>(npig));
-      s.pr.push_back(tp / (fp + tp + eps));
-      s.sc.push_back(entries[e].score);
-    } else {
-      ++fp;
-    }
-  }
-  *recall = nd ? tp / static_cast<double>(npig) : 0;
-  for (size_t i = s.pr.size() > 0 ? s.pr.size() - 1 : 0; i > 0; --i)
-    if (s.pr[i] > s.pr[i - 1]) s.pr[i - 1] = s.pr[i];
+// Writes recall[t,k,a,m] and precision/scores[t,:,k,a,m] from one finished curve.
+void finish_curve(Curve& c, int64_t npig, const CocoEvalParams& p, double* recall, double* precision,
+                  double* scores, int64_t stride) {
+  *recall = c.nd ? c.tp / static_cast<double>(npig) : 0;
+  for (size_t i = c.pr.size() > 0 ? c.pr.size() - 1 : 0; i > 0; --i)
+    if (c.pr[i] > c.pr[i - 1]) c.pr[i - 1] = c.pr[i];
   // searchsorted(rc, recThrs, side='left'); thresholds past the last recall stay 0.
   size_t idx = 0;
   const int64_t R = static_cast<int64_t>(p.recall_thresholds.size());
   for (int64_t r = 0; r < R; ++r) {
     const double threshold = p.recall_thresholds[r];
-    while (idx < s.rc.size() && s.rc[idx] < threshold) ++idx;
+    while (idx < c.rc.size() && c.rc[idx] < threshold) ++idx;
     double q = 0, score = 0;
-    if (idx < s.rc.size()) {
-      q = s.pr[idx];
-      // In the full curve a threshold of 0 (or less) lands on the very first detection.
-      score = (threshold <= 0 && nd) ? first_score : s.sc[idx];
-    } else if (threshold <= 0 && nd) {
-      score = first_score;  // no true positive: precision 0 at the first detection
+    // In the full curve a threshold of 0 lands on the very first detection.
+    if (idx < c.rc.size()) {
+      q = c.pr[idx];
+      score = (threshold <= 0 && c.nd) ? c.first_score : c.sc[idx];
+    } else if (threshold <= 0 && c.nd) {
+      score = c.first_score;
     }
     precision[r * stride] = q;
     scores[r * stride] = score;
@@ -291,8 +285,12 @@ void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
   s.entries.clear();
   for (int64_t i = 0; i < I; ++i) {
     const int64_t c = k * I + i;
-    for (int64_t slot = ev.slot_offsets[c]; slot < ev.slot_offsets[c + 1]; ++slot)
-      s.entries.push_back({dt.annotations[ev.slot_dt[slot]].score, slot, slot - ev.slot_offsets[c]});
+    for (int64_t slot = ev.slot_offsets[c]; slot < ev.slot_offsets[c + 1]; ++slot) {
+      const int64_t rank = slot - ev.slot_offsets[c];
+      int64_t first_m = 0;
+      while (first_m < M && rank >= p.max_dets[first_m]) ++first_m;
+      s.entries.push_back({dt.annotations[ev.slot_dt[slot]].score, slot, first_m});
+    }
   }
   // Stable on the image-then-rank concatenation, as numpy's mergesort of -score.
   std::stable_sort(s.entries.begin(), s.entries.end(),
@@ -303,17 +301,47 @@ void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
     const uint8_t* f = ev.flags.data() + s.entries[e].slot * A * T;
     for (int64_t at = 0; at < A * T; ++at) s.flags[at * n + e] = f[at];
   }
+  s.curves.resize(static_cast<size_t>(M));
+  const double eps = std::numeric_limits<double>::epsilon();  // np.spacing(1)
   for (int64_t a = 0; a < A; ++a) {
     int64_t npig = 0;
     for (int64_t i = 0; i < I; ++i) npig += ev.npig[(k * I + i) * A + a];
     if (npig == 0) continue;  // no ground truth: precision and recall stay -1
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t t = 0; t < T; ++t) {
-        const size_t at = (((t * R) * K + k) * A + a) * M + m;  // r = 0; r steps by K*A*M
-        precision_curve(s.flags.data() + (a * T + t) * n, s.entries.data(), n, p.max_dets[m], npig, p, s,
-                        &out.recall[((t * K + k) * A + a) * M + m], &out.precision[at], &out.scores[at],
-                        K * A * M);
+    const double n_pos = static_cast<double>(npig);
+    for (int64_t t = 0; t < T; ++t) {
+      // One pass builds the curves of every max_dets (a detection kept by max_dets[m] is kept by
+      // every larger one).
+      for (Curve& c : s.curves) {
+        c.tp = c.fp = c.first_score = 0;
+        c.nd = 0;
+        c.rc.clear();
+        c.pr.clear();
+        c.sc.clear();
       }
+      const uint8_t* flags = s.flags.data() + (a * T + t) * n;
+      for (size_t e = 0; e < n; ++e) {
+        const Entry& entry = s.entries[e];
+        const uint8_t f = flags[e];
+        for (int64_t m = entry.first_m; m < M; ++m) {
+          Curve& c = s.curves[m];
+          if (c.nd++ == 0) c.first_score = entry.score;
+          if (f & kIgnored) continue;
+          if (f & kMatched) {
+            ++c.tp;
+            c.rc.push_back(c.tp / n_pos);
+            c.pr.push_back(c.tp / (c.fp + c.tp + eps));
+            c.sc.push_back(entry.score);
+          } else {
+            ++c.fp;
+          }
+        }
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        const size_t at = (((t * R) * K + k) * A + a) * M + m;  // r = 0; r steps by K*A*M
+        finish_curve(s.curves[m], npig, p, &out.recall[((t * K + k) * A + a) * M + m], &out.precision[at],
+                     &out.scores[at], K * A * M);
+      }
+    }
   }
 }
 
@@ -333,7 +361,8 @@ double numpy_sum(const double* values, size_t n) {
 CocoEvalResult coco_evaluate(const CocoDataset& gt, const CocoDataset& dt, const CocoEvalParams& params,
                              int threads) {
   const auto start = std::chrono::steady_clock::now();
-  if (threads <= 0) threads = hardware_threads();
+  // std::thread rather than core/threads.h keeps eval/ free of ATen (a torch-free tool can link it).
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   CocoEvalResult out;
   CocoEvalParams& p = out.params;
   p = params;
