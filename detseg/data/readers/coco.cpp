@@ -376,6 +376,11 @@ CocoDataset coco_results_from(std::vector<CocoAnnotation> detections, const Coco
 CocoDataset read_coco_results(const std::string& path, const CocoDataset& gt) {
   JsonDocument doc;
   load_json(path, doc);
+  return read_coco_results(doc, gt);
+}
+
+CocoDataset read_coco_results(const JsonDocument& doc, const CocoDataset& gt) {
+  const std::string& path = doc.path;
   DETSEG_CHECK(doc.root.type() == element_type::ARRAY, path,
                ": expected a COCO results list [{image_id, category_id, bbox, score}, ...], got ",
                type_name(doc.root.type()));

@@ -77,6 +77,10 @@ CocoDataset read_coco(const std::string& path);
 // Reads a COCO *results* JSON (a list of {image_id, category_id, bbox|segmentation, score}) and
 // checks it against the ground truth: unknown image or category ids are errors naming the entry.
 CocoDataset read_coco_results(const std::string& path, const CocoDataset& ground_truth);
+// The same from a results file already parsed by load_json (core/json.h), so the parse can run
+// while the ground truth is read.
+struct JsonDocument;
+CocoDataset read_coco_results(const JsonDocument& parsed, const CocoDataset& ground_truth);
 
 // Detections held in memory (from the eval loop) turned into the same form read_coco_results
 // gives: checked against the ground truth, ids 1..N, no crowd, area as pycocotools' loadRes sets
