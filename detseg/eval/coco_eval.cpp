@@ -68,17 +68,42 @@ struct Buckets {
 Buckets bucket(const CocoDataset& data, const std::unordered_map<int64_t, int64_t>& image_pos,
                const std::unordered_map<int64_t, int64_t>& category_pos, int64_t I, int64_t K,
                bool use_categories) {
+  // Image and category of every annotation through plain tables (the dataset's index already
+  // groups annotations by image), not a hash lookup per annotation.
+  DETSEG_CHECK(data.annotations_by_image.size() == data.images.size(), data.source,
+               ": the dataset is not indexed (call index())");
+  std::vector<int64_t> param_image(data.images.size(), -1);
+  for (size_t ip = 0; ip < data.images.size(); ++ip) {
+    auto it = image_pos.find(data.images[ip].id);
+    if (it != image_pos.end()) param_image[ip] = it->second;
+  }
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const auto& [id, k] : category_pos) {
+    lo = std::min(lo, id);
+    hi = std::max(hi, id);
+  }
+  const bool dense = !category_pos.empty() && hi / 2 - lo / 2 < (int64_t(1) << 19);  // no overflow
+  std::vector<int64_t> category_table(dense ? static_cast<size_t>(hi - lo + 1) : 0, -1);
+  for (const auto& [id, k] : category_pos)
+    if (dense) category_table[id - lo] = k;
+  auto category_of = [&](int64_t id) -> int64_t {
+    if (dense) return id < lo || id > hi ? -1 : category_table[id - lo];
+    auto it = category_pos.find(id);
+    return it == category_pos.end() ? -1 : it->second;
+  };
   // One counting sort by a fine key keeps file order inside each key.
   const int64_t keys = I * K;
   std::vector<int64_t> key(data.annotations.size(), -1);
   std::vector<int64_t> count(static_cast<size_t>(keys) + 1, 0);
-  for (size_t j = 0; j < data.annotations.size(); ++j) {
-    const auto& a = data.annotations[j];
-    auto im = image_pos.find(a.image_id);
-    auto ca = category_pos.find(a.category_id);
-    if (im == image_pos.end() || ca == category_pos.end()) continue;
-    key[j] = use_categories ? ca->second * I + im->second : im->second * K + ca->second;
-    ++count[key[j] + 1];
+  for (size_t ip = 0; ip < data.images.size(); ++ip) {
+    const int64_t i = param_image[ip];
+    if (i < 0) continue;
+    for (int64_t j : data.annotations_by_image[ip]) {
+      const int64_t k = category_of(data.annotations[j].category_id);
+      if (k < 0) continue;
+      key[j] = use_categories ? k * I + i : i * K + k;
+      ++count[key[j] + 1];
+    }
   }
   for (int64_t k = 0; k < keys; ++k) count[k + 1] += count[k];
   Buckets b;
