@@ -185,3 +185,14 @@ TEST(CocoEval, NumpyHelpersMatchNumpy) {
   EXPECT_EQ(running, 1e16);
   EXPECT_EQ(numpy_sum(v.data(), v.size()), 1e16 + 14);
 }
+
+TEST(CocoEval, HugeAndNegativeIdsWork) {
+  // Category ids too far apart for the dense lookup table, and a negative image id.
+  CocoDataset gt = make_gt({-3, 7}, {5, 1000000000000}, {{-3, 1000000000000, 0, 0, 10, 10}, {7, 5, 0, 0, 10, 10}});
+  CocoDataset dt = make_dt(gt, {{-3, 1000000000000, 0, 0, 10, 10, 0.9}, {7, 5, 50, 50, 10, 10, 0.9}});
+  CocoEvalResult r = coco_evaluate(gt, dt);
+  ASSERT_EQ(r.params.image_ids, (std::vector<int64_t>{-3, 7}));
+  ASSERT_EQ(r.per_category_ap.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.per_category_ap[0], 0.0);  // category 5: the only detection misses
+  EXPECT_NEAR(r.per_category_ap[1], 1.0, 1e-15);
+}
