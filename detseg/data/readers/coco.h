@@ -98,5 +98,7 @@ void write_coco(const CocoDataset& dataset, const std::string& path);
 void append_json_string(std::string& out, const std::string& s);
 void append_json_number(std::string& out, double value);
 void append_segmentation_json(std::string& out, const CocoSegmentation& segmentation);
+// `"image_id": .., "category_id": .., "bbox": [x, y, w, h]` of one annotation or detection.
+void append_ids_and_box_json(std::string& out, const CocoAnnotation& annotation);
 
 }  // namespace detseg
