@@ -9,7 +9,7 @@
 
 using namespace detseg;
 
-TEST(VocAp, ElevenPointAndAllPointWorkedByHand) {
+void VocAp_ElevenPointAndAllPointWorkedByHand() {
   const std::vector<double> rec = {0.5, 0.5, 1.0}, prec = {1.0, 0.5, 2.0 / 3};
   // All-point: recall 0 -> .5 at precision 1, .5 -> 1 at 2/3.
   EXPECT_DOUBLE_EQ(voc_ap(rec, prec, false), 0.5 + 0.5 * (2.0 / 3));
@@ -18,7 +18,7 @@ TEST(VocAp, ElevenPointAndAllPointWorkedByHand) {
   EXPECT_DOUBLE_EQ(voc_ap({}, {}, false), 0.0);
 }
 
-TEST(VocAp, DifficultObjectsAreNeitherHitNorMissed) {
+void VocAp_DifficultObjectsAreNeitherHitNorMissed() {
   CocoDataset gt;
   gt.images = {{1, "", 100, 100}, {2, "", 100, 100}};
   gt.categories = {{1, "cell", ""}};
@@ -45,7 +45,7 @@ TEST(VocAp, DifficultObjectsAreNeitherHitNorMissed) {
   EXPECT_NEAR(voc_evaluate(gt, dt, v07).ap[0], 6.0 / 11, 1e-15);
 }
 
-TEST(CocoEvaluatorInterface, StreamingEqualsBatch) {
+void CocoEvaluatorInterface_StreamingEqualsBatch() {
   const std::string dir = std::string(DETSEG_SHARED_DIR) + "/coco_cases/case_small/";
   CocoDataset gt = read_coco(dir + "gt.json");
   CocoDataset dt = read_coco_results(dir + "dt.json", gt);
@@ -66,4 +66,23 @@ TEST(CocoEvaluatorInterface, StreamingEqualsBatch) {
   EvalSample unknown;
   unknown.image_id = 123456789;
   EXPECT_THROW(ev.process(unknown), Error);
+}
+
+// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
+// per suite; each case keeps its name in the failure trace.
+TEST(VocAp, AllCases) {
+  {
+    SCOPED_TRACE("ElevenPointAndAllPointWorkedByHand");
+    VocAp_ElevenPointAndAllPointWorkedByHand();
+  }
+  {
+    SCOPED_TRACE("DifficultObjectsAreNeitherHitNorMissed");
+    VocAp_DifficultObjectsAreNeitherHitNorMissed();
+  }
+}
+TEST(CocoEvaluatorInterface, AllCases) {
+  {
+    SCOPED_TRACE("StreamingEqualsBatch");
+    CocoEvaluatorInterface_StreamingEqualsBatch();
+  }
 }
