@@ -164,6 +164,46 @@ struct CellScratch {
   std::vector<uint8_t> gt_ignore, gt_crowd, gt_taken;
 };
 
+// Sorts the cell's detections best first (pycocotools: argsort(-score, kind='mergesort'), a
+// stable sort). Most cells are small, where an insertion sort (stable, no buffer) is fastest.
+void sort_cell_detections(const CocoDataset& dt, std::vector<int64_t>& dts) {
+  const auto better = [&](int64_t a, int64_t b) { return dt.annotations[a].score > dt.annotations[b].score; };
+  const int64_t n = static_cast<int64_t>(dts.size());
+  if (n > 32) {
+    std::stable_sort(dts.begin(), dts.end(), better);
+    return;
+  }
+  for (int64_t i = 1; i < n; ++i) {
+    const int64_t v = dts[i];
+    int64_t j = i;
+    for (; j > 0 && better(v, dts[j - 1]); --j) dts[j] = dts[j - 1];
+    dts[j] = v;
+  }
+}
+
+// ious: [D, G], detections best first, ground truth in bucket order (computeIoU).
+void cell_ious(const CocoDataset& gt, const CocoDataset& dt, const int64_t* gts, int64_t G,
+               const int64_t* dts, int64_t D, const CocoEvalParams& p, const Masks* gt_masks,
+               const Masks* dt_masks, const uint8_t* crowd, std::vector<double>& ious) {
+  ious.assign(static_cast<size_t>(D * G), 0.0);
+  for (int64_t d = 0; d < D; ++d) {
+    const int64_t dj = dts[d];
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t gj = gts[g];
+      double iou;
+      if (p.iou_type == CocoIouType::kBbox) {
+        iou = box_iou_coco(dt.annotations[dj].bbox, gt.annotations[gj].bbox, crowd[g]);
+      } else {
+        // rleIou first compares the masks' boxes and only walks the runs where they overlap.
+        iou = box_iou_coco(dt_masks->box[dj].data(), gt_masks->box[gj].data(), crowd[g]);
+        if (iou > 0) iou = rle_iou(dt_masks->rle[dj], gt_masks->rle[gj], crowd[g]);
+      }
+      ious[d * G + g] = iou;
+    }
+  }
+}
+
+// evaluateImg for every area range of one cell: fills the cell's slots' flags and npig.
 void evaluate_cell(int64_t c, const CocoDataset& gt, const CocoDataset& dt, const Buckets& gb,
                    const Buckets& db, const CocoEvalParams& p, const Masks* gt_masks,
                    const Masks* dt_masks, Evaluation& ev, CellScratch& s) {
@@ -172,41 +212,13 @@ void evaluate_cell(int64_t c, const CocoDataset& gt, const CocoDataset& dt, cons
   const int64_t A = ev.A, T = ev.T;
   if (G == 0 && Dall == 0) return;
   s.dts.assign(db.order.begin() + d0, db.order.begin() + d0 + Dall);
-  // pycocotools: argsort(-score, kind='mergesort'), i.e. a stable sort, best first. Most cells
-  // are small, where an insertion sort (stable, no buffer to allocate) is fastest.
-  const auto better = [&](int64_t a, int64_t b) { return dt.annotations[a].score > dt.annotations[b].score; };
-  if (Dall <= 32) {
-    for (int64_t i = 1; i < Dall; ++i) {
-      const int64_t v = s.dts[i];
-      int64_t j = i;
-      for (; j > 0 && better(v, s.dts[j - 1]); --j) s.dts[j] = s.dts[j - 1];
-      s.dts[j] = v;
-    }
-  } else {
-    std::stable_sort(s.dts.begin(), s.dts.end(), better);
-  }
+  sort_cell_detections(dt, s.dts);
   const int64_t slot0 = ev.slot_offsets[c];
   const int64_t D = ev.slot_offsets[c + 1] - slot0;  // min(Dall, max_dets.back())
   for (int64_t d = 0; d < D; ++d) ev.slot_dt[slot0 + d] = s.dts[d];
-
-  s.ious.assign(static_cast<size_t>(D * G), 0.0);
   s.gt_crowd.resize(G);
   for (int64_t g = 0; g < G; ++g) s.gt_crowd[g] = gt.annotations[gb.order[g0 + g]].iscrowd;
-  for (int64_t d = 0; d < D; ++d) {
-    const int64_t dj = s.dts[d];
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t gj = gb.order[g0 + g];
-      double iou;
-      if (p.iou_type == CocoIouType::kBbox) {
-        iou = box_iou_coco(dt.annotations[dj].bbox, gt.annotations[gj].bbox, s.gt_crowd[g]);
-      } else {
-        // rleIou first compares the masks' boxes and only walks the runs where they overlap.
-        iou = box_iou_coco(dt_masks->box[dj].data(), gt_masks->box[gj].data(), s.gt_crowd[g]);
-        if (iou > 0) iou = rle_iou(dt_masks->rle[dj], gt_masks->rle[gj], s.gt_crowd[g]);
-      }
-      s.ious[d * G + g] = iou;
-    }
-  }
+  cell_ious(gt, dt, gb.order.data() + g0, G, s.dts.data(), D, p, gt_masks, dt_masks, s.gt_crowd.data(), s.ious);
 
   s.gt_ignore.resize(G);
   s.gt_perm.resize(G);
@@ -370,6 +382,48 @@ void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
   }
 }
 
+// pycocotools' evaluate(): default ids from the ground truth, ids sorted and unique, maxDets sorted.
+CocoEvalParams resolve_params(const CocoEvalParams& params, const CocoDataset& gt) {
+  CocoEvalParams p = params;
+  if (p.image_ids.empty())
+    for (const auto& im : gt.images) p.image_ids.push_back(im.id);
+  if (p.category_ids.empty())
+    for (const auto& c : gt.categories) p.category_ids.push_back(c.id);
+  p.image_ids = sorted_unique(p.image_ids);
+  p.category_ids = sorted_unique(p.category_ids);
+  std::sort(p.max_dets.begin(), p.max_dets.end());
+  DETSEG_CONFIG_CHECK(!p.max_dets.empty() && p.max_dets.front() >= 0, "coco eval: max_dets must be non-negative, and not empty");
+  DETSEG_CONFIG_CHECK(!p.iou_thresholds.empty() && !p.recall_thresholds.empty(),
+                      "coco eval: iou_thresholds and recall_thresholds must not be empty");
+  DETSEG_CONFIG_CHECK(p.area_ranges.size() == p.area_labels.size(), "coco eval: ", p.area_ranges.size(),
+                      " area_ranges but ", p.area_labels.size(), " area_labels");
+  DETSEG_CONFIG_CHECK(std::is_sorted(p.recall_thresholds.begin(), p.recall_thresholds.end()),
+                      "coco eval: recall_thresholds must be ascending");
+  return p;
+}
+
+// AP@[.5:.95], area "all" (or the first range), the last max_dets, per category; -1 without
+// ground truth.
+std::vector<double> per_category_ap(const CocoEvalResult& out) {
+  int64_t a_all = 0;
+  for (int64_t a = 0; a < out.A; ++a)
+    if (out.params.area_labels[a] == "all") {
+      a_all = a;
+      break;
+    }
+  std::vector<double> aps, values;
+  for (int64_t k = 0; k < out.K; ++k) {
+    values.clear();
+    for (int64_t t = 0; t < out.T; ++t)
+      for (int64_t r = 0; r < out.R; ++r) {
+        const double v = out.precision_at(t, r, k, a_all, out.M - 1);
+        if (v > -1) values.push_back(v);
+      }
+    aps.push_back(values.empty() ? -1.0 : numpy_sum(values.data(), values.size()) / values.size());
+  }
+  return aps;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -389,22 +443,8 @@ CocoEvalResult coco_evaluate(const CocoDataset& gt, const CocoDataset& dt, const
   // std::thread rather than core/threads.h keeps eval/ free of ATen (a torch-free tool can link it).
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   CocoEvalResult out;
-  CocoEvalParams& p = out.params;
-  p = params;
-  if (p.image_ids.empty())
-    for (const auto& im : gt.images) p.image_ids.push_back(im.id);
-  if (p.category_ids.empty())
-    for (const auto& c : gt.categories) p.category_ids.push_back(c.id);
-  p.image_ids = sorted_unique(p.image_ids);
-  p.category_ids = sorted_unique(p.category_ids);
-  std::sort(p.max_dets.begin(), p.max_dets.end());
-  DETSEG_CONFIG_CHECK(!p.max_dets.empty() && p.max_dets.front() >= 0, "coco eval: max_dets must be non-negative, and not empty");
-  DETSEG_CONFIG_CHECK(!p.iou_thresholds.empty() && !p.recall_thresholds.empty(),
-                      "coco eval: iou_thresholds and recall_thresholds must not be empty");
-  DETSEG_CONFIG_CHECK(p.area_ranges.size() == p.area_labels.size(), "coco eval: ", p.area_ranges.size(),
-                      " area_ranges but ", p.area_labels.size(), " area_labels");
-  DETSEG_CONFIG_CHECK(std::is_sorted(p.recall_thresholds.begin(), p.recall_thresholds.end()),
-                      "coco eval: recall_thresholds must be ascending");
+  out.params = resolve_params(params, gt);
+  const CocoEvalParams& p = out.params;
 
   std::unordered_map<int64_t, int64_t> image_pos, category_pos;
   for (size_t i = 0; i < p.image_ids.size(); ++i) image_pos.emplace(p.image_ids[i], i);
@@ -457,25 +497,7 @@ CocoEvalResult coco_evaluate(const CocoDataset& gt, const CocoDataset& dt, const
   out.seconds_accumulate = seconds_since(accumulate_start);
 
   out.stats = coco_summarize(out);
-  if (p.use_categories) {
-    int64_t a_all = 0;
-    for (int64_t a = 0; a < out.A; ++a)
-      if (p.area_labels[a] == "all") {
-        a_all = a;
-        break;
-      }
-    std::vector<double> values;
-    for (int64_t k = 0; k < out.K; ++k) {
-      values.clear();
-      for (int64_t t = 0; t < out.T; ++t)
-        for (int64_t r = 0; r < out.R; ++r) {
-          const double v = out.precision_at(t, r, k, a_all, out.M - 1);
-          if (v > -1) values.push_back(v);
-        }
-      out.per_category_ap.push_back(values.empty() ? -1.0
-                                                   : numpy_sum(values.data(), values.size()) / values.size());
-    }
-  }
+  if (p.use_categories) out.per_category_ap = per_category_ap(out);
   return out;
 }
 
