@@ -4,10 +4,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <future>
 
 #include "cli/commands.h"
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/core/json.h"
 #include "detseg/core/log.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/eval/coco_eval.h"
@@ -82,8 +84,18 @@ int run_coco_eval(const CocoEvalArgs& args) {
   DETSEG_CONFIG_CHECK(args.iou_type == "bbox" || args.iou_type == "segm",
                       "coco-eval: --iou-type must be bbox or segm, got \"", args.iou_type, "\"");
   const auto start = std::chrono::steady_clock::now();
-  CocoDataset gt = read_coco(args.gt);
-  CocoDataset dt = read_coco_results(args.dt, gt);
+  // The detections file is parsed on a second thread while the ground truth is read.
+  JsonDocument dt_json;
+  auto parsing = std::async(std::launch::async, [&] { load_json(args.dt, dt_json); });
+  CocoDataset gt;
+  try {
+    gt = read_coco(args.gt);
+  } catch (...) {
+    parsing.wait();
+    throw;
+  }
+  parsing.get();
+  CocoDataset dt = read_coco_results(dt_json, gt);
   const double load_s = seconds_since(start);
   if (dt.annotations.empty())
     log_warn("coco-eval: ", args.dt, " holds no detections: every AP and AR is 0 (or -1 without ground truth)");

@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "detseg/core/error.h"
-#include "detseg/core/threads.h"
+#include <thread>
 #include "detseg/eval/parallel.h"
 #include "detseg/eval/rle.h"
 
@@ -68,17 +68,42 @@ struct Buckets {
 Buckets bucket(const CocoDataset& data, const std::unordered_map<int64_t, int64_t>& image_pos,
                const std::unordered_map<int64_t, int64_t>& category_pos, int64_t I, int64_t K,
                bool use_categories) {
+  // Image and category of every annotation through plain tables (the dataset's index already
+  // groups annotations by image), not a hash lookup per annotation.
+  DETSEG_CHECK(data.annotations_by_image.size() == data.images.size(), data.source,
+               ": the dataset is not indexed (call index())");
+  std::vector<int64_t> param_image(data.images.size(), -1);
+  for (size_t ip = 0; ip < data.images.size(); ++ip) {
+    auto it = image_pos.find(data.images[ip].id);
+    if (it != image_pos.end()) param_image[ip] = it->second;
+  }
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (const auto& [id, k] : category_pos) {
+    lo = std::min(lo, id);
+    hi = std::max(hi, id);
+  }
+  const bool dense = !category_pos.empty() && hi / 2 - lo / 2 < (int64_t(1) << 19);  // no overflow
+  std::vector<int64_t> category_table(dense ? static_cast<size_t>(hi - lo + 1) : 0, -1);
+  for (const auto& [id, k] : category_pos)
+    if (dense) category_table[id - lo] = k;
+  auto category_of = [&](int64_t id) -> int64_t {
+    if (dense) return id < lo || id > hi ? -1 : category_table[id - lo];
+    auto it = category_pos.find(id);
+    return it == category_pos.end() ? -1 : it->second;
+  };
   // One counting sort by a fine key keeps file order inside each key.
   const int64_t keys = I * K;
   std::vector<int64_t> key(data.annotations.size(), -1);
   std::vector<int64_t> count(static_cast<size_t>(keys) + 1, 0);
-  for (size_t j = 0; j < data.annotations.size(); ++j) {
-    const auto& a = data.annotations[j];
-    auto im = image_pos.find(a.image_id);
-    auto ca = category_pos.find(a.category_id);
-    if (im == image_pos.end() || ca == category_pos.end()) continue;
-    key[j] = use_categories ? ca->second * I + im->second : im->second * K + ca->second;
-    ++count[key[j] + 1];
+  for (size_t ip = 0; ip < data.images.size(); ++ip) {
+    const int64_t i = param_image[ip];
+    if (i < 0) continue;
+    for (int64_t j : data.annotations_by_image[ip]) {
+      const int64_t k = category_of(data.annotations[j].category_id);
+      if (k < 0) continue;
+      key[j] = use_categories ? k * I + i : i * K + k;
+      ++count[key[j] + 1];
+    }
   }
   for (int64_t k = 0; k < keys; ++k) count[k + 1] += count[k];
   Buckets b;
@@ -139,6 +164,46 @@ struct CellScratch {
   std::vector<uint8_t> gt_ignore, gt_crowd, gt_taken;
 };
 
+// Sorts the cell's detections best first (pycocotools: argsort(-score, kind='mergesort'), a
+// stable sort). Most cells are small, where an insertion sort (stable, no buffer) is fastest.
+void sort_cell_detections(const CocoDataset& dt, std::vector<int64_t>& dts) {
+  const auto better = [&](int64_t a, int64_t b) { return dt.annotations[a].score > dt.annotations[b].score; };
+  const int64_t n = static_cast<int64_t>(dts.size());
+  if (n > 32) {
+    std::stable_sort(dts.begin(), dts.end(), better);
+    return;
+  }
+  for (int64_t i = 1; i < n; ++i) {
+    const int64_t v = dts[i];
+    int64_t j = i;
+    for (; j > 0 && better(v, dts[j - 1]); --j) dts[j] = dts[j - 1];
+    dts[j] = v;
+  }
+}
+
+// ious: [D, G], detections best first, ground truth in bucket order (computeIoU).
+void cell_ious(const CocoDataset& gt, const CocoDataset& dt, const int64_t* gts, int64_t G,
+               const int64_t* dts, int64_t D, const CocoEvalParams& p, const Masks* gt_masks,
+               const Masks* dt_masks, const uint8_t* crowd, std::vector<double>& ious) {
+  ious.assign(static_cast<size_t>(D * G), 0.0);
+  for (int64_t d = 0; d < D; ++d) {
+    const int64_t dj = dts[d];
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t gj = gts[g];
+      double iou;
+      if (p.iou_type == CocoIouType::kBbox) {
+        iou = box_iou_coco(dt.annotations[dj].bbox, gt.annotations[gj].bbox, crowd[g]);
+      } else {
+        // rleIou first compares the masks' boxes and only walks the runs where they overlap.
+        iou = box_iou_coco(dt_masks->box[dj].data(), gt_masks->box[gj].data(), crowd[g]);
+        if (iou > 0) iou = rle_iou(dt_masks->rle[dj], gt_masks->rle[gj], crowd[g]);
+      }
+      ious[d * G + g] = iou;
+    }
+  }
+}
+
+// evaluateImg for every area range of one cell: fills the cell's slots' flags and npig.
 void evaluate_cell(int64_t c, const CocoDataset& gt, const CocoDataset& dt, const Buckets& gb,
                    const Buckets& db, const CocoEvalParams& p, const Masks* gt_masks,
                    const Masks* dt_masks, Evaluation& ev, CellScratch& s) {
@@ -147,32 +212,13 @@ void evaluate_cell(int64_t c, const CocoDataset& gt, const CocoDataset& dt, cons
   const int64_t A = ev.A, T = ev.T;
   if (G == 0 && Dall == 0) return;
   s.dts.assign(db.order.begin() + d0, db.order.begin() + d0 + Dall);
-  // pycocotools: argsort(-score, kind='mergesort'), i.e. a stable sort, best first.
-  std::stable_sort(s.dts.begin(), s.dts.end(), [&](int64_t a, int64_t b) {
-    return dt.annotations[a].score > dt.annotations[b].score;
-  });
+  sort_cell_detections(dt, s.dts);
   const int64_t slot0 = ev.slot_offsets[c];
   const int64_t D = ev.slot_offsets[c + 1] - slot0;  // min(Dall, max_dets.back())
   for (int64_t d = 0; d < D; ++d) ev.slot_dt[slot0 + d] = s.dts[d];
-
-  s.ious.assign(static_cast<size_t>(D * G), 0.0);
   s.gt_crowd.resize(G);
   for (int64_t g = 0; g < G; ++g) s.gt_crowd[g] = gt.annotations[gb.order[g0 + g]].iscrowd;
-  for (int64_t d = 0; d < D; ++d) {
-    const int64_t dj = s.dts[d];
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t gj = gb.order[g0 + g];
-      double iou;
-      if (p.iou_type == CocoIouType::kBbox) {
-        iou = box_iou_coco(dt.annotations[dj].bbox, gt.annotations[gj].bbox, s.gt_crowd[g]);
-      } else {
-        // rleIou first compares the masks' boxes and only walks the runs where they overlap.
-        iou = box_iou_coco(dt_masks->box[dj].data(), gt_masks->box[gj].data(), s.gt_crowd[g]);
-        if (iou > 0) iou = rle_iou(dt_masks->rle[dj], gt_masks->rle[gj], s.gt_crowd[g]);
-      }
-      s.ious[d * G + g] = iou;
-    }
-  }
+  cell_ious(gt, dt, gb.order.data() + g0, G, s.dts.data(), D, p, gt_masks, dt_masks, s.gt_crowd.data(), s.ious);
 
   s.gt_ignore.resize(G);
   s.gt_perm.resize(G);
@@ -226,59 +272,44 @@ void evaluate_cell(int64_t c, const CocoDataset& gt, const CocoDataset& dt, cons
 struct Entry {
   double score;
   int64_t slot;
-  int64_t rank;  // position in its image's best-first list
+  int64_t first_m;  // the first max_dets index whose limit keeps this detection (its rank is below)
+};
+
+// One precision/recall curve under construction. Only true positives are recorded: recall
+// changes only there, each one has the highest precision of its run, and entries before the first
+// one have precision 0, so the interpolated values at the recall thresholds are the ones
+// pycocotools reads off its full per-detection curve.
+struct Curve {
+  double tp = 0, fp = 0, first_score = 0;
+  size_t nd = 0;
+  std::vector<double> rc, pr, sc;
 };
 
 struct AccumulateScratch {
   std::vector<Entry> entries;
   std::vector<uint8_t> flags;  // [A, T, n] the entries' flags in score order
-  std::vector<double> rc, pr, sc;
+  std::vector<Curve> curves;   // one per max_dets
 };
 
-// Precision at the recall thresholds for one (category, area, max_dets, threshold), as
-// pycocotools computes it from the full per-detection curve. Only true positives are recorded:
-// recall changes only there, each one has the highest precision of its run, and entries before
-// the first one have precision 0, so the interpolated values at the thresholds are the same.
-void precision_curve(const uint8_t* flags, const Entry* entries, size_t n, int64_t max_det, int64_t npig,
-                     const CocoEvalParams& p, AccumulateScratch& s, double* recall, double* precision,
-                     double* scores, int64_t stride) {
-  const double eps = std::numeric_limits<double>::epsilon();  // np.spacing(1)
-  s.rc.clear();
-  s.pr.clear();
-  s.sc.clear();
-  double tp = 0, fp = 0;
-  double first_score = 0;
-  size_t nd = 0;
-  for (size_t e = 0; e < n; ++e) {
-    if (entries[e].rank >= max_det) continue;
-    if (nd++ == 0) first_score = entries[e].score;
-    const uint8_t f = flags[e];
-    if (f & kIgnored) continue;
-    if (f & kMatched) {
-      ++tp;
-      s.rc.push_back(tp / static_cast<double>(npig));
-      s.pr.push_back(tp / (fp + tp + eps));
-      s.sc.push_back(entries[e].score);
-    } else {
-      ++fp;
-    }
-  }
-  *recall = nd ? tp / static_cast<double>(npig) : 0;
-  for (size_t i = s.pr.size() > 0 ? s.pr.size() - 1 : 0; i > 0; --i)
-    if (s.pr[i] > s.pr[i - 1]) s.pr[i - 1] = s.pr[i];
+// Writes recall[t,k,a,m] and precision/scores[t,:,k,a,m] from one finished curve.
+void finish_curve(Curve& c, int64_t npig, const CocoEvalParams& p, double* recall, double* precision,
+                  double* scores, int64_t stride) {
+  *recall = c.nd ? c.tp / static_cast<double>(npig) : 0;
+  for (size_t i = c.pr.size() > 0 ? c.pr.size() - 1 : 0; i > 0; --i)
+    if (c.pr[i] > c.pr[i - 1]) c.pr[i - 1] = c.pr[i];
   // searchsorted(rc, recThrs, side='left'); thresholds past the last recall stay 0.
   size_t idx = 0;
   const int64_t R = static_cast<int64_t>(p.recall_thresholds.size());
   for (int64_t r = 0; r < R; ++r) {
     const double threshold = p.recall_thresholds[r];
-    while (idx < s.rc.size() && s.rc[idx] < threshold) ++idx;
+    while (idx < c.rc.size() && c.rc[idx] < threshold) ++idx;
     double q = 0, score = 0;
-    if (idx < s.rc.size()) {
-      q = s.pr[idx];
-      // In the full curve a threshold of 0 (or less) lands on the very first detection.
-      score = (threshold <= 0 && nd) ? first_score : s.sc[idx];
-    } else if (threshold <= 0 && nd) {
-      score = first_score;  // no true positive: precision 0 at the first detection
+    // In the full curve a threshold of 0 lands on the very first detection.
+    if (idx < c.rc.size()) {
+      q = c.pr[idx];
+      score = (threshold <= 0 && c.nd) ? c.first_score : c.sc[idx];
+    } else if (threshold <= 0 && c.nd) {
+      score = c.first_score;
     }
     precision[r * stride] = q;
     scores[r * stride] = score;
@@ -291,8 +322,12 @@ void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
   s.entries.clear();
   for (int64_t i = 0; i < I; ++i) {
     const int64_t c = k * I + i;
-    for (int64_t slot = ev.slot_offsets[c]; slot < ev.slot_offsets[c + 1]; ++slot)
-      s.entries.push_back({dt.annotations[ev.slot_dt[slot]].score, slot, slot - ev.slot_offsets[c]});
+    for (int64_t slot = ev.slot_offsets[c]; slot < ev.slot_offsets[c + 1]; ++slot) {
+      const int64_t rank = slot - ev.slot_offsets[c];
+      int64_t first_m = 0;
+      while (first_m < M && rank >= p.max_dets[first_m]) ++first_m;
+      s.entries.push_back({dt.annotations[ev.slot_dt[slot]].score, slot, first_m});
+    }
   }
   // Stable on the image-then-rank concatenation, as numpy's mergesort of -score.
   std::stable_sort(s.entries.begin(), s.entries.end(),
@@ -303,18 +338,90 @@ void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
     const uint8_t* f = ev.flags.data() + s.entries[e].slot * A * T;
     for (int64_t at = 0; at < A * T; ++at) s.flags[at * n + e] = f[at];
   }
+  s.curves.resize(static_cast<size_t>(M));
+  const double eps = std::numeric_limits<double>::epsilon();  // np.spacing(1)
   for (int64_t a = 0; a < A; ++a) {
     int64_t npig = 0;
     for (int64_t i = 0; i < I; ++i) npig += ev.npig[(k * I + i) * A + a];
     if (npig == 0) continue;  // no ground truth: precision and recall stay -1
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t t = 0; t < T; ++t) {
-        const size_t at = (((t * R) * K + k) * A + a) * M + m;  // r = 0; r steps by K*A*M
-        precision_curve(s.flags.data() + (a * T + t) * n, s.entries.data(), n, p.max_dets[m], npig, p, s,
-                        &out.recall[((t * K + k) * A + a) * M + m], &out.precision[at], &out.scores[at],
-                        K * A * M);
+    const double n_pos = static_cast<double>(npig);
+    for (int64_t t = 0; t < T; ++t) {
+      // One pass builds the curves of every max_dets (a detection kept by max_dets[m] is kept by
+      // every larger one).
+      for (Curve& c : s.curves) {
+        c.tp = c.fp = c.first_score = 0;
+        c.nd = 0;
+        c.rc.clear();
+        c.pr.clear();
+        c.sc.clear();
       }
+      const uint8_t* flags = s.flags.data() + (a * T + t) * n;
+      for (size_t e = 0; e < n; ++e) {
+        const Entry& entry = s.entries[e];
+        const uint8_t f = flags[e];
+        for (int64_t m = entry.first_m; m < M; ++m) {
+          Curve& c = s.curves[m];
+          if (c.nd++ == 0) c.first_score = entry.score;
+          if (f & kIgnored) continue;
+          if (f & kMatched) {
+            ++c.tp;
+            c.rc.push_back(c.tp / n_pos);
+            c.pr.push_back(c.tp / (c.fp + c.tp + eps));
+            c.sc.push_back(entry.score);
+          } else {
+            ++c.fp;
+          }
+        }
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        const size_t at = (((t * R) * K + k) * A + a) * M + m;  // r = 0; r steps by K*A*M
+        finish_curve(s.curves[m], npig, p, &out.recall[((t * K + k) * A + a) * M + m], &out.precision[at],
+                     &out.scores[at], K * A * M);
+      }
+    }
   }
+}
+
+// pycocotools' evaluate(): default ids from the ground truth, ids sorted and unique, maxDets sorted.
+CocoEvalParams resolve_params(const CocoEvalParams& params, const CocoDataset& gt) {
+  CocoEvalParams p = params;
+  if (p.image_ids.empty())
+    for (const auto& im : gt.images) p.image_ids.push_back(im.id);
+  if (p.category_ids.empty())
+    for (const auto& c : gt.categories) p.category_ids.push_back(c.id);
+  p.image_ids = sorted_unique(p.image_ids);
+  p.category_ids = sorted_unique(p.category_ids);
+  std::sort(p.max_dets.begin(), p.max_dets.end());
+  DETSEG_CONFIG_CHECK(!p.max_dets.empty() && p.max_dets.front() >= 0, "coco eval: max_dets must be non-negative, and not empty");
+  DETSEG_CONFIG_CHECK(!p.iou_thresholds.empty() && !p.recall_thresholds.empty(),
+                      "coco eval: iou_thresholds and recall_thresholds must not be empty");
+  DETSEG_CONFIG_CHECK(p.area_ranges.size() == p.area_labels.size(), "coco eval: ", p.area_ranges.size(),
+                      " area_ranges but ", p.area_labels.size(), " area_labels");
+  DETSEG_CONFIG_CHECK(std::is_sorted(p.recall_thresholds.begin(), p.recall_thresholds.end()),
+                      "coco eval: recall_thresholds must be ascending");
+  return p;
+}
+
+// AP@[.5:.95], area "all" (or the first range), the last max_dets, per category; -1 without
+// ground truth.
+std::vector<double> per_category_ap(const CocoEvalResult& out) {
+  int64_t a_all = 0;
+  for (int64_t a = 0; a < out.A; ++a)
+    if (out.params.area_labels[a] == "all") {
+      a_all = a;
+      break;
+    }
+  std::vector<double> aps, values;
+  for (int64_t k = 0; k < out.K; ++k) {
+    values.clear();
+    for (int64_t t = 0; t < out.T; ++t)
+      for (int64_t r = 0; r < out.R; ++r) {
+        const double v = out.precision_at(t, r, k, a_all, out.M - 1);
+        if (v > -1) values.push_back(v);
+      }
+    aps.push_back(values.empty() ? -1.0 : numpy_sum(values.data(), values.size()) / values.size());
+  }
+  return aps;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -333,24 +440,11 @@ double numpy_sum(const double* values, size_t n) {
 CocoEvalResult coco_evaluate(const CocoDataset& gt, const CocoDataset& dt, const CocoEvalParams& params,
                              int threads) {
   const auto start = std::chrono::steady_clock::now();
-  if (threads <= 0) threads = hardware_threads();
+  // std::thread rather than core/threads.h keeps eval/ free of ATen (a torch-free tool can link it).
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   CocoEvalResult out;
-  CocoEvalParams& p = out.params;
-  p = params;
-  if (p.image_ids.empty())
-    for (const auto& im : gt.images) p.image_ids.push_back(im.id);
-  if (p.category_ids.empty())
-    for (const auto& c : gt.categories) p.category_ids.push_back(c.id);
-  p.image_ids = sorted_unique(p.image_ids);
-  p.category_ids = sorted_unique(p.category_ids);
-  std::sort(p.max_dets.begin(), p.max_dets.end());
-  DETSEG_CONFIG_CHECK(!p.max_dets.empty() && p.max_dets.front() >= 0, "coco eval: max_dets must be non-negative, and not empty");
-  DETSEG_CONFIG_CHECK(!p.iou_thresholds.empty() && !p.recall_thresholds.empty(),
-                      "coco eval: iou_thresholds and recall_thresholds must not be empty");
-  DETSEG_CONFIG_CHECK(p.area_ranges.size() == p.area_labels.size(), "coco eval: ", p.area_ranges.size(),
-                      " area_ranges but ", p.area_labels.size(), " area_labels");
-  DETSEG_CONFIG_CHECK(std::is_sorted(p.recall_thresholds.begin(), p.recall_thresholds.end()),
-                      "coco eval: recall_thresholds must be ascending");
+  out.params = resolve_params(params, gt);
+  const CocoEvalParams& p = out.params;
 
   std::unordered_map<int64_t, int64_t> image_pos, category_pos;
   for (size_t i = 0; i < p.image_ids.size(); ++i) image_pos.emplace(p.image_ids[i], i);
@@ -403,25 +497,7 @@ CocoEvalResult coco_evaluate(const CocoDataset& gt, const CocoDataset& dt, const
   out.seconds_accumulate = seconds_since(accumulate_start);
 
   out.stats = coco_summarize(out);
-  if (p.use_categories) {
-    int64_t a_all = 0;
-    for (int64_t a = 0; a < out.A; ++a)
-      if (p.area_labels[a] == "all") {
-        a_all = a;
-        break;
-      }
-    std::vector<double> values;
-    for (int64_t k = 0; k < out.K; ++k) {
-      values.clear();
-      for (int64_t t = 0; t < out.T; ++t)
-        for (int64_t r = 0; r < out.R; ++r) {
-          const double v = out.precision_at(t, r, k, a_all, out.M - 1);
-          if (v > -1) values.push_back(v);
-        }
-      out.per_category_ap.push_back(values.empty() ? -1.0
-                                                   : numpy_sum(values.data(), values.size()) / values.size());
-    }
-  }
+  if (p.use_categories) out.per_category_ap = per_category_ap(out);
   return out;
 }
 

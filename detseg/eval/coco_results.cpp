@@ -12,16 +12,9 @@ std::string coco_results_json(const std::vector<CocoAnnotation>& detections) {
   out += "[";
   for (size_t i = 0; i < detections.size(); ++i) {
     const CocoAnnotation& d = detections[i];
-    out += i ? ",\n {\"image_id\": " : "\n {\"image_id\": ";
-    append_json_number(out, static_cast<double>(d.image_id));
-    out += ", \"category_id\": ";
-    append_json_number(out, static_cast<double>(d.category_id));
-    out += ", \"bbox\": [";
-    for (int k = 0; k < 4; ++k) {
-      if (k) out += ", ";
-      append_json_number(out, d.bbox[k]);
-    }
-    out += "], \"score\": ";
+    out += i ? ",\n {" : "\n {";
+    append_ids_and_box_json(out, d);
+    out += ", \"score\": ";
     append_json_number(out, d.score);
     if (d.segmentation.kind == CocoSegmentation::kRle) {
       // Results carry compressed RLE, as pycocotools' encode() gives it.

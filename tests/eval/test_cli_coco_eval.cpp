@@ -42,7 +42,7 @@ std::vector<double> numbers(simdjson::dom::element array) {
 
 }  // namespace
 
-TEST(CliCocoEval, JsonStatsEqualPycocotools) {
+void CliCocoEval_JsonStatsEqualPycocotools() {
   const std::string json = temp_path("small.json");
   Outcome r = run("coco-eval --gt " + kCase + "gt.json --dt " + kCase + "dt.json --per-class --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -59,7 +59,7 @@ TEST(CliCocoEval, JsonStatsEqualPycocotools) {
     EXPECT_NEAR(double(got.root["per_category_ap"][field.key]), double(field.value), 1e-12) << field.key;
 }
 
-TEST(CliCocoEval, UnknownImageIdFailsNamingTheEntry) {
+void CliCocoEval_UnknownImageIdFailsNamingTheEntry() {
   const std::string dt = temp_path("unknown_image.json");
   write_file_atomic(dt, R"([{"image_id": 20953, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5},
                             {"image_id": 424242, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}])");
@@ -69,7 +69,7 @@ TEST(CliCocoEval, UnknownImageIdFailsNamingTheEntry) {
             std::string::npos) << r.err;
 }
 
-TEST(CliCocoEval, MalformedJsonGivesFileLineColumn) {
+void CliCocoEval_MalformedJsonGivesFileLineColumn() {
   const std::string dt = temp_path("malformed.json");
   write_file_atomic(dt, "[\n {\"image_id\": 20953, \"category_id\": 2,\n  \"bbox\": [1, 2, 3 4], \"score\": 0.5}]\n");
   Outcome r = run("coco-eval --gt " + kCase + "gt.json --dt " + dt);
@@ -77,7 +77,7 @@ TEST(CliCocoEval, MalformedJsonGivesFileLineColumn) {
   EXPECT_NE(r.err.find("malformed.json:3:"), std::string::npos) << r.err;
 }
 
-TEST(CliCocoEval, NegativeBoxAndUsageErrors) {
+void CliCocoEval_NegativeBoxAndUsageErrors() {
   const std::string dt = temp_path("negative.json");
   write_file_atomic(dt, R"([{"image_id": 20953, "category_id": 2, "bbox": [1, 2, -3, 4], "score": 0.5}])");
   Outcome r = run("coco-eval --gt " + kCase + "gt.json --dt " + dt);
@@ -90,7 +90,7 @@ TEST(CliCocoEval, NegativeBoxAndUsageErrors) {
   EXPECT_NE(missing.err.find("/nonexistent/gt.json"), std::string::npos) << missing.err;
 }
 
-TEST(CliCocoEval, EmptyDetectionsFileIsNotAnError) {
+void CliCocoEval_EmptyDetectionsFileIsNotAnError() {
   const std::string dt = temp_path("empty.json");
   write_file_atomic(dt, "[]");
   const std::string json = temp_path("empty_out.json");
@@ -99,4 +99,29 @@ TEST(CliCocoEval, EmptyDetectionsFileIsNotAnError) {
   JsonDocument got;
   load_json(json, got);
   for (double s : numbers(got.root["stats"])) EXPECT_TRUE(s == 0 || s == -1) << s;
+}
+
+// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
+// per suite; each case keeps its name in the failure trace.
+TEST(CliCocoEval, AllCases) {
+  {
+    SCOPED_TRACE("JsonStatsEqualPycocotools");
+    CliCocoEval_JsonStatsEqualPycocotools();
+  }
+  {
+    SCOPED_TRACE("UnknownImageIdFailsNamingTheEntry");
+    CliCocoEval_UnknownImageIdFailsNamingTheEntry();
+  }
+  {
+    SCOPED_TRACE("MalformedJsonGivesFileLineColumn");
+    CliCocoEval_MalformedJsonGivesFileLineColumn();
+  }
+  {
+    SCOPED_TRACE("NegativeBoxAndUsageErrors");
+    CliCocoEval_NegativeBoxAndUsageErrors();
+  }
+  {
+    SCOPED_TRACE("EmptyDetectionsFileIsNotAnError");
+    CliCocoEval_EmptyDetectionsFileIsNotAnError();
+  }
 }

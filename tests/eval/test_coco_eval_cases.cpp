@@ -1,5 +1,6 @@
 // Implements: COCO bbox evaluation against pycocotools' own numbers for the shared reference cases
-// (../shared/coco_cases/*/ref.json): all 12 stats and every per-category AP to 1e-6.
+// (../shared/coco_cases/*/ref.json): all 12 stats and every per-category AP. The issue asks for
+// 1e-6; the implementation is bit-exact on these cases, so 1e-12 is asserted.
 #include <gtest/gtest.h>
 
 #include "detseg/core/json.h"
@@ -32,18 +33,35 @@ void check_case(const std::string& name) {
   Reference ref = read_reference(dir + "ref.json");
   CocoEvalResult result = coco_evaluate(gt, dt);
   ASSERT_EQ(ref.stats.size(), 12u);
-  for (int i = 0; i < 12; ++i) EXPECT_NEAR(result.stats[i], ref.stats[i], 1e-6) << name << " stat " << i;
+  for (int i = 0; i < 12; ++i) EXPECT_NEAR(result.stats[i], ref.stats[i], 1e-12) << name << " stat " << i;
   ASSERT_EQ(result.per_category_ap.size(), ref.per_category_ap.size());
   for (const auto& [id, ap] : ref.per_category_ap) {
     auto it = std::find(result.params.category_ids.begin(), result.params.category_ids.end(), id);
     ASSERT_NE(it, result.params.category_ids.end()) << "category " << id;
-    EXPECT_NEAR(result.per_category_ap[it - result.params.category_ids.begin()], ap, 1e-6)
+    EXPECT_NEAR(result.per_category_ap[it - result.params.category_ids.begin()], ap, 1e-12)
         << name << " category " << id;
   }
 }
 
 }  // namespace
 
-TEST(CocoEvalCases, SmallMatchesPycocotools) { check_case("case_small"); }
-TEST(CocoEvalCases, MediumMatchesPycocotools) { check_case("case_medium"); }
-TEST(CocoEvalCases, LargeMatchesPycocotools) { check_case("case_large"); }
+void CocoEvalCases_SmallMatchesPycocotools() { check_case("case_small"); }
+void CocoEvalCases_MediumMatchesPycocotools() { check_case("case_medium"); }
+void CocoEvalCases_LargeMatchesPycocotools() { check_case("case_large"); }
+
+// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
+// per suite; each case keeps its name in the failure trace.
+TEST(CocoEvalCases, AllCases) {
+  {
+    SCOPED_TRACE("SmallMatchesPycocotools");
+    CocoEvalCases_SmallMatchesPycocotools();
+  }
+  {
+    SCOPED_TRACE("MediumMatchesPycocotools");
+    CocoEvalCases_MediumMatchesPycocotools();
+  }
+  {
+    SCOPED_TRACE("LargeMatchesPycocotools");
+    CocoEvalCases_LargeMatchesPycocotools();
+  }
+}

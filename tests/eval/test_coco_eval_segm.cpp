@@ -58,12 +58,12 @@ CocoAnnotation mask_detection(const std::vector<double>& polygon, double score) 
 
 }  // namespace
 
-TEST(CocoEvalSegm, LShapeRasterizesToSevenPixels) {
+void CocoEvalSegm_LShapeRasterizesToSevenPixels() {
   CocoDataset gt = l_shape_gt(false);
   EXPECT_EQ(rle_area(segmentation_to_rle(gt.annotations[0].segmentation, 6, 6)), 7u);
 }
 
-TEST(CocoEvalSegm, MaskIouNotBoxIouDecidesTheMatch) {
+void CocoEvalSegm_MaskIouNotBoxIouDecidesTheMatch() {
   CocoDataset gt = l_shape_gt(false);
   // A full 4x4 square: box IoU 1, mask IoU 7/16 < 0.5.
   CocoDataset square = coco_results_from({mask_detection({0, 0, 4, 0, 4, 4, 0, 4}, 0.9)}, gt);
@@ -76,7 +76,7 @@ TEST(CocoEvalSegm, MaskIouNotBoxIouDecidesTheMatch) {
   EXPECT_NEAR(coco_evaluate(gt, l, segm).stats[0], 1.0, 1e-15);
 }
 
-TEST(CocoEvalSegm, DetectionOnCrowdMaskIsIgnored) {
+void CocoEvalSegm_DetectionOnCrowdMaskIsIgnored() {
   CocoDataset gt = l_shape_gt(true);
   // The best-scored detection covers column 5 rows 0-3, inside the crowd mask (crowd IoU 1): it is
   // ignored, so the L found second still gives AP 1.
@@ -88,7 +88,7 @@ TEST(CocoEvalSegm, DetectionOnCrowdMaskIsIgnored) {
   EXPECT_NEAR(coco_evaluate(gt, dt, segm).stats[0], 1.0, 1e-15);
 }
 
-TEST(CocoEvalSegm, ResultsWriterRoundTrip) {
+void CocoEvalSegm_ResultsWriterRoundTrip() {
   CocoDataset gt = l_shape_gt(false);
   std::vector<CocoAnnotation> dets = {mask_detection({0, 0, 4, 0, 4, 1, 1, 1, 1, 4, 0, 4}, 0.9),
                                       mask_detection({2, 2, 5, 2, 5, 5, 2, 5}, 0.25)};
@@ -106,4 +106,25 @@ TEST(CocoEvalSegm, ResultsWriterRoundTrip) {
   CocoEvalParams segm;
   segm.iou_type = CocoIouType::kSegm;
   EXPECT_NEAR(coco_evaluate(gt, back, segm).stats[1], 1.0, 1e-15);
+}
+
+// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
+// per suite; each case keeps its name in the failure trace.
+TEST(CocoEvalSegm, AllCases) {
+  {
+    SCOPED_TRACE("LShapeRasterizesToSevenPixels");
+    CocoEvalSegm_LShapeRasterizesToSevenPixels();
+  }
+  {
+    SCOPED_TRACE("MaskIouNotBoxIouDecidesTheMatch");
+    CocoEvalSegm_MaskIouNotBoxIouDecidesTheMatch();
+  }
+  {
+    SCOPED_TRACE("DetectionOnCrowdMaskIsIgnored");
+    CocoEvalSegm_DetectionOnCrowdMaskIsIgnored();
+  }
+  {
+    SCOPED_TRACE("ResultsWriterRoundTrip");
+    CocoEvalSegm_ResultsWriterRoundTrip();
+  }
 }

@@ -52,7 +52,7 @@ const char* kSmallGt = R"({
 
 }  // namespace
 
-TEST(CocoReader, Coco128CountsMatchReadme) {
+void CocoReader_Coco128CountsMatchReadme() {
   CocoDataset data = read_coco(kCoco128);
   EXPECT_EQ(data.images.size(), 128u);
   EXPECT_EQ(data.annotations.size(), 939u);
@@ -99,7 +99,7 @@ TEST(CocoReader, Coco128CountsMatchReadme) {
   EXPECT_EQ(im.height, 480);
 }
 
-TEST(CocoReader, SmallFileFieldsAndRleForms) {
+void CocoReader_SmallFileFieldsAndRleForms() {
   CocoDataset data = read_coco(temp_file("small.json", kSmallGt));
   ASSERT_EQ(data.annotations.size(), 3u);
   EXPECT_EQ(data.category_index.at(5), 0);
@@ -119,7 +119,7 @@ TEST(CocoReader, SmallFileFieldsAndRleForms) {
   EXPECT_DOUBLE_EQ(compressed.area, 1.0);
 }
 
-TEST(CocoReader, WriteThenReadGivesSameDataset) {
+void CocoReader_WriteThenReadGivesSameDataset() {
   CocoDataset data = read_coco(temp_file("small.json", kSmallGt));
   std::string out = (fs::temp_directory_path() / "detseg_test_coco_reader" / "written.json").string();
   write_coco(data, out);
@@ -140,7 +140,7 @@ TEST(CocoReader, WriteThenReadGivesSameDataset) {
   EXPECT_EQ(again.categories[0].name, "cat");
 }
 
-TEST(CocoReader, ErrorsNameFileAndFieldPath) {
+void CocoReader_ErrorsNameFileAndFieldPath() {
   std::string bad_box = temp_file("bad_box.json", R"({"images": [{"id": 1}], "categories": [{"id": 1}],
     "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]},
                     {"id": 2, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3]}]})");
@@ -161,7 +161,7 @@ TEST(CocoReader, ErrorsNameFileAndFieldPath) {
   expect_error([&] { read_coco(counts); }, {"annotations[0].segmentation.counts: counts sum to 3"});
 }
 
-TEST(CocoReader, ResultsGetIdsAreasAndChecks) {
+void CocoReader_ResultsGetIdsAreasAndChecks() {
   CocoDataset gt = read_coco(temp_file("small.json", kSmallGt));
   std::string dt_path = temp_file("dt.json", R"([
     {"image_id": 7, "category_id": 5, "bbox": [1, 1, 2, 3], "score": 0.9},
@@ -198,4 +198,29 @@ TEST(CocoReader, ResultsGetIdsAreasAndChecks) {
   expect_error([&] { read_coco_results(no_score, gt); }, {"[0].score: missing"});
   std::string empty = temp_file("empty.json", "[]");
   EXPECT_TRUE(read_coco_results(empty, gt).annotations.empty());
+}
+
+// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
+// per suite; each case keeps its name in the failure trace.
+TEST(CocoReader, AllCases) {
+  {
+    SCOPED_TRACE("Coco128CountsMatchReadme");
+    CocoReader_Coco128CountsMatchReadme();
+  }
+  {
+    SCOPED_TRACE("SmallFileFieldsAndRleForms");
+    CocoReader_SmallFileFieldsAndRleForms();
+  }
+  {
+    SCOPED_TRACE("WriteThenReadGivesSameDataset");
+    CocoReader_WriteThenReadGivesSameDataset();
+  }
+  {
+    SCOPED_TRACE("ErrorsNameFileAndFieldPath");
+    CocoReader_ErrorsNameFileAndFieldPath();
+  }
+  {
+    SCOPED_TRACE("ResultsGetIdsAreasAndChecks");
+    CocoReader_ResultsGetIdsAreasAndChecks();
+  }
 }

@@ -376,6 +376,11 @@ CocoDataset coco_results_from(std::vector<CocoAnnotation> detections, const Coco
 CocoDataset read_coco_results(const std::string& path, const CocoDataset& gt) {
   JsonDocument doc;
   load_json(path, doc);
+  return read_coco_results(doc, gt);
+}
+
+CocoDataset read_coco_results(const JsonDocument& doc, const CocoDataset& gt) {
+  const std::string& path = doc.path;
   DETSEG_CHECK(doc.root.type() == element_type::ARRAY, path,
                ": expected a COCO results list [{image_id, category_id, bbox, score}, ...], got ",
                type_name(doc.root.type()));
@@ -441,16 +446,9 @@ void write_coco(const CocoDataset& dataset, const std::string& path) {
     const auto& a = dataset.annotations[i];
     out += i ? ",\n  {\"id\": " : "\n  {\"id\": ";
     append_number(out, static_cast<double>(a.id));
-    out += ", \"image_id\": ";
-    append_number(out, static_cast<double>(a.image_id));
-    out += ", \"category_id\": ";
-    append_number(out, static_cast<double>(a.category_id));
-    out += ", \"bbox\": [";
-    for (int k = 0; k < 4; ++k) {
-      if (k) out += ", ";
-      append_number(out, a.bbox[k]);
-    }
-    out += "], \"area\": ";
+    out += ", ";
+    append_ids_and_box_json(out, a);
+    out += ", \"area\": ";
     append_number(out, a.area);
     out += a.iscrowd ? ", \"iscrowd\": 1" : ", \"iscrowd\": 0";
     if (a.ignore) out += ", \"ignore\": 1";
@@ -459,6 +457,19 @@ void write_coco(const CocoDataset& dataset, const std::string& path) {
   }
   out += "]}\n";
   write_file_atomic(path, out);
+}
+
+void append_ids_and_box_json(std::string& out, const CocoAnnotation& a) {
+  out += "\"image_id\": ";
+  append_number(out, static_cast<double>(a.image_id));
+  out += ", \"category_id\": ";
+  append_number(out, static_cast<double>(a.category_id));
+  out += ", \"bbox\": [";
+  for (int k = 0; k < 4; ++k) {
+    if (k) out += ", ";
+    append_number(out, a.bbox[k]);
+  }
+  out += "]";
 }
 
 void append_segmentation_json(std::string& out, const CocoSegmentation& segmentation) {

@@ -77,6 +77,10 @@ CocoDataset read_coco(const std::string& path);
 // Reads a COCO *results* JSON (a list of {image_id, category_id, bbox|segmentation, score}) and
 // checks it against the ground truth: unknown image or category ids are errors naming the entry.
 CocoDataset read_coco_results(const std::string& path, const CocoDataset& ground_truth);
+// The same from a results file already parsed by load_json (core/json.h), so the parse can run
+// while the ground truth is read.
+struct JsonDocument;
+CocoDataset read_coco_results(const JsonDocument& parsed, const CocoDataset& ground_truth);
 
 // Detections held in memory (from the eval loop) turned into the same form read_coco_results
 // gives: checked against the ground truth, ids 1..N, no crowd, area as pycocotools' loadRes sets
@@ -94,5 +98,7 @@ void write_coco(const CocoDataset& dataset, const std::string& path);
 void append_json_string(std::string& out, const std::string& s);
 void append_json_number(std::string& out, double value);
 void append_segmentation_json(std::string& out, const CocoSegmentation& segmentation);
+// `"image_id": .., "category_id": .., "bbox": [x, y, w, h]` of one annotation or detection.
+void append_ids_and_box_json(std::string& out, const CocoAnnotation& annotation);
 
 }  // namespace detseg
