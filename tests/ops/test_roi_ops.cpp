@@ -176,6 +176,7 @@ TEST(Torchvision, RoiAlignForwardAndGradient) {
     auto x = J(j["input"], shape).requires_grad_(true);
     auto y = roi_align(x, rois, o);
     expect_close(y.detach(), J(c["output"], {6, shape[1], 3, 4}), 1e-4);
+    if (!c.contains("grad_input")) continue;
     y.backward(grad_out);
     expect_close(x.grad(), J(c["grad_input"], shape), 1e-4);
   }
