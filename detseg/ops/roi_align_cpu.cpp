@@ -1,7 +1,8 @@
 // Implements: the CPU RoIAlign kernels (forward parallel over regions, backward parallel over
-// channels so threads never write the same gradient cell).
+// channels so threads never write the same gradient cell), on channels-last copies.
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -104,6 +105,9 @@ void check_roi_inputs(const at::Tensor& rois, int64_t batch, const RoiAlignOptio
 
 }  // namespace
 
+// Both kernels work on channels-last copies ([B, H, W, C] features, [K, PH, PW, C] outputs), so
+// the innermost loop runs over contiguous channels and vectorizes; the per-channel arithmetic is
+// unchanged (same terms, same order as torchvision's kernel).
 at::Tensor roi_align_forward(const at::Tensor& input_in, const at::Tensor& rois_in,
                              const RoiAlignOptions& o) {
   DETSEG_CHECK(input_in.defined() && input_in.dim() == 4 &&
@@ -112,12 +116,13 @@ at::Tensor roi_align_forward(const at::Tensor& input_in, const at::Tensor& rois_
                input_in.defined() ? input_in.sizes() : at::IntArrayRef{});
   check_roi_inputs(rois_in, input_in.size(0), o, "roi_align");
   const auto device = input_in.device();
-  auto input = input_in.to(at::kCPU).contiguous();
-  auto rois = rois_in.to(at::kCPU, input.scalar_type()).contiguous();
-  const int64_t K = rois.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
+  const int64_t K = rois_in.size(0), C = input_in.size(1), H = input_in.size(2),
+                W = input_in.size(3);
   const int64_t PH = o.output_size.first, PW = o.output_size.second;
-  auto output = at::zeros({K, C, PH, PW}, input.options());
-  if (K == 0 || C == 0) return output.to(device);
+  if (K == 0 || C == 0) return at::zeros({K, C, PH, PW}, input_in.options());
+  auto input = input_in.to(at::kCPU).permute({0, 2, 3, 1}).contiguous();  // [B, H, W, C]
+  auto rois = rois_in.to(at::kCPU, input.scalar_type()).contiguous();
+  auto output = at::empty({K, PH, PW, C}, input.options());
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "roi_align_forward", [&] {
     const scalar_t* in = input.data_ptr<scalar_t>();
     const scalar_t* r = rois.data_ptr<scalar_t>();
@@ -128,68 +133,76 @@ at::Tensor roi_align_forward(const at::Tensor& input_in, const at::Tensor& rois_
         auto g = region_samples(r + 5 * k, H, W, o, samples);
         const int64_t per_bin = g.grid_h * g.grid_w;
         const scalar_t count = static_cast<scalar_t>(g.count);
-        for (int64_t c = 0; c < C; ++c) {
-          const scalar_t* plane = in + (g.batch * C + c) * H * W;
-          scalar_t* dst = out + (k * C + c) * PH * PW;
-          const Sample<scalar_t>* s = samples.data();
-          for (int64_t bin = 0; bin < PH * PW; ++bin) {
-            scalar_t acc = 0;
-            for (int64_t i = 0; i < per_bin; ++i, ++s)
-              acc += s->w1 * plane[s->o1] + s->w2 * plane[s->o2] + s->w3 * plane[s->o3] +
-                     s->w4 * plane[s->o4];
-            dst[bin] = acc / count;
+        const scalar_t* image = in + g.batch * H * W * C;
+        const Sample<scalar_t>* s = samples.data();
+        for (int64_t bin = 0; bin < PH * PW; ++bin) {
+          scalar_t* dst = out + (k * PH * PW + bin) * C;
+          std::fill(dst, dst + C, scalar_t(0));
+          for (int64_t i = 0; i < per_bin; ++i, ++s) {
+            const scalar_t *p1 = image + s->o1 * C, *p2 = image + s->o2 * C;
+            const scalar_t *p3 = image + s->o3 * C, *p4 = image + s->o4 * C;
+            const scalar_t w1 = s->w1, w2 = s->w2, w3 = s->w3, w4 = s->w4;
+            for (int64_t c = 0; c < C; ++c)
+              dst[c] += w1 * p1[c] + w2 * p2[c] + w3 * p3[c] + w4 * p4[c];
           }
+          for (int64_t c = 0; c < C; ++c) dst[c] /= count;
         }
       }
     });
   });
-  return output.to(device);
+  return output.permute({0, 3, 1, 2}).contiguous().to(device);
 }
 
 at::Tensor roi_align_backward(const at::Tensor& grad_in, const at::Tensor& rois_in,
                               at::IntArrayRef input_sizes, const RoiAlignOptions& o) {
   DETSEG_CHECK(input_sizes.size() == 4, "roi_align_backward: input sizes must be [B, C, H, W]");
   check_roi_inputs(rois_in, input_sizes[0], o, "roi_align_backward");
-  const int64_t K = rois_in.size(0), C = input_sizes[1], H = input_sizes[2], W = input_sizes[3];
+  const int64_t K = rois_in.size(0), B = input_sizes[0], C = input_sizes[1], H = input_sizes[2],
+                W = input_sizes[3];
   const int64_t PH = o.output_size.first, PW = o.output_size.second;
   DETSEG_CHECK(grad_in.dim() == 4 && grad_in.size(0) == K && grad_in.size(1) == C &&
                    grad_in.size(2) == PH && grad_in.size(3) == PW,
                "roi_align_backward: expected grad [", K, ", ", C, ", ", PH, ", ", PW, "], got ",
                grad_in.sizes());
   const auto device = grad_in.device();
-  auto grad = grad_in.to(at::kCPU).contiguous();
+  if (K == 0 || C == 0) return at::zeros(input_sizes, grad_in.options());
+  auto grad = grad_in.to(at::kCPU).permute({0, 2, 3, 1}).contiguous();  // [K, PH, PW, C]
   auto rois = rois_in.to(at::kCPU, grad.scalar_type()).contiguous();
-  auto grad_input = at::zeros(input_sizes, grad.options());
-  if (K == 0 || C == 0) return grad_input.to(device);
+  auto grad_input = at::zeros({B, H, W, C}, grad.options());
   AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "roi_align_backward", [&] {
     const scalar_t* go = grad.data_ptr<scalar_t>();
     const scalar_t* r = rois.data_ptr<scalar_t>();
     scalar_t* gi = grad_input.data_ptr<scalar_t>();
-    // Each thread owns a channel range for every region, so the scatter needs no atomics.
-    const int64_t grain = std::max<int64_t>(1, C / (4 * at::get_num_threads()));
+    // Each thread owns a channel range of every pixel, so the scatter needs no atomics; ranges of
+    // at least 16 channels keep the inner loop vectorized.
+    const int64_t grain = std::max<int64_t>(16, C / std::max(1, at::get_num_threads()));
     at::parallel_for(0, C, grain, [&](int64_t c0, int64_t c1) {
       std::vector<Sample<scalar_t>> samples;
       for (int64_t k = 0; k < K; ++k) {
         auto g = region_samples(r + 5 * k, H, W, o, samples);
         const int64_t per_bin = g.grid_h * g.grid_w;
-        for (int64_t c = c0; c < c1; ++c) {
-          scalar_t* plane = gi + (g.batch * C + c) * H * W;
-          const scalar_t* src = go + (k * C + c) * PH * PW;
-          const Sample<scalar_t>* s = samples.data();
-          for (int64_t bin = 0; bin < PH * PW; ++bin) {
-            const scalar_t v = src[bin] / static_cast<scalar_t>(g.count);
-            for (int64_t i = 0; i < per_bin; ++i, ++s) {
-              plane[s->o1] += s->w1 * v;
-              plane[s->o2] += s->w2 * v;
-              plane[s->o3] += s->w3 * v;
-              plane[s->o4] += s->w4 * v;
+        const scalar_t count = static_cast<scalar_t>(g.count);
+        scalar_t* image = gi + g.batch * H * W * C;
+        const Sample<scalar_t>* s = samples.data();
+        for (int64_t bin = 0; bin < PH * PW; ++bin) {
+          const scalar_t* src = go + (k * PH * PW + bin) * C;
+          for (int64_t i = 0; i < per_bin; ++i, ++s) {
+            scalar_t *p1 = image + s->o1 * C, *p2 = image + s->o2 * C;
+            scalar_t *p3 = image + s->o3 * C, *p4 = image + s->o4 * C;
+            const scalar_t w1 = s->w1, w2 = s->w2, w3 = s->w3, w4 = s->w4;
+            for (int64_t c = c0; c < c1; ++c) {
+              const scalar_t v = src[c] / count;
+              p1[c] += w1 * v;
+              p2[c] += w2 * v;
+              p3[c] += w3 * v;
+              p4[c] += w4 * v;
             }
           }
         }
       }
     });
   });
-  return grad_input.to(device);
+  return grad_input.permute({0, 3, 1, 2}).contiguous().to(device);
 }
 
 at::Tensor boxes_to_rois(const std::vector<at::Tensor>& boxes_per_image) {

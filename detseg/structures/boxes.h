@@ -40,7 +40,7 @@ struct Boxes {
 
   // Rows picked by `index` (int64 [K] indices or bool [N] mask) from boxes and every field.
   Boxes index(const at::Tensor& index) const;
-  // Same Boxes on another device / dtype of `boxes` only.
+  // The same Boxes with every field moved to `device`.
   Boxes to(const at::Device& device) const;
   // Throws detseg::Error if a field's length differs from boxes' or boxes is not [N, 4] float.
   void validate() const;

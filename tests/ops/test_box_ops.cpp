@@ -19,7 +19,7 @@ TEST(Boxes, IndexAppliesToEveryField) {
   expect_close(s.boxes, F({5, 5, 9, 9, 0, 0, 1, 1}, {2, 4}));
   EXPECT_EQ(to_vec(s.classes), (std::vector<int64_t>{9, 7}));
   expect_close(s.field("weights"), F({3, 1}, {2}));
-  auto m = b.index(at::tensor({false, true, true}));
+  auto m = b.index(L({0, 1, 1}).to(at::kBool));
   EXPECT_EQ(m.size(), 2);
   EXPECT_THROW(b.field("nope"), Error);
   EXPECT_THROW(b.set_field("bad", F({1, 2}, {2})), Error);

@@ -55,7 +55,7 @@ TEST(ArgMaxMatcher, ForceMatchEachRow) {
   auto tie = F({0.3f, 0.1f, 0.3f, 0.2f}, {2, 2});
   EXPECT_EQ(to_vec(argmax_match(tie, o)), (std::vector<int64_t>{0, -1}));
   // Invalid (padding) rows never match.
-  auto valid = at::tensor({true, false});
+  auto valid = L({1, 0}).to(at::kBool);
   EXPECT_EQ(to_vec(argmax_match(similarity(), o, valid)),
             (std::vector<int64_t>{0, -2, -1, 0, -2, -1}));
 }

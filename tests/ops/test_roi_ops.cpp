@@ -23,7 +23,7 @@ at::Tensor ramp() { return at::arange(16, at::kFloat).view({1, 1, 4, 4}); }
 template <typename Fn>
 void check_gradient(Fn f, at::Tensor x) {
   x = x.to(at::kDouble).requires_grad_(true);
-  auto y = f(x);
+  at::Tensor y = f(x);
   auto w = at::rand(y.sizes(), at::kDouble);
   (y * w).sum().backward();
   auto analytic = x.grad().clone();
@@ -34,9 +34,11 @@ void check_gradient(Fn f, at::Tensor x) {
   for (int64_t i = 0; i < flat.numel(); i += 3) {
     const double v = flat[i].item<double>();
     flat[i] = v + eps;
-    const double up = (f(xd) * w).sum().item<double>();
+    const at::Tensor up_t = f(xd);
+    const double up = (up_t * w).sum().item<double>();
     flat[i] = v - eps;
-    const double down = (f(xd) * w).sum().item<double>();
+    const at::Tensor down_t = f(xd);
+    const double down = (down_t * w).sum().item<double>();
     flat[i] = v;
     worst = std::max(worst, std::abs((up - down) / (2 * eps) - analytic.view(-1)[i].item<double>()));
   }
@@ -174,6 +176,7 @@ TEST(Torchvision, RoiAlignForwardAndGradient) {
     auto x = J(j["input"], shape).requires_grad_(true);
     auto y = roi_align(x, rois, o);
     expect_close(y.detach(), J(c["output"], {6, shape[1], 3, 4}), 1e-4);
+    if (!c.contains("grad_input")) continue;
     y.backward(grad_out);
     expect_close(x.grad(), J(c["grad_input"], shape), 1e-4);
   }
