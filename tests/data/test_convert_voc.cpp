@@ -1,4 +1,4 @@
-// `detseg convert voc` end to end: real bccd split to COCO JSON, read back; errors exit 1 and write nothing.
+// Implements: tests of `detseg convert voc` end to end: real bccd split to COCO JSON, read back; errors exit 1 and write nothing.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>

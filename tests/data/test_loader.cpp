@@ -1,4 +1,4 @@
-// Loader: collate padding, seeded determinism across thread counts, epochs, subsampling, sharding,
+// Implements: tests of Loader: collate padding, seeded determinism across thread counts, epochs, subsampling, sharding,
 // error propagation, and a real-data run on bccd.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Transform geometry worked out by hand.
+// Implements: tests of Transform geometry worked out by hand.
 #include <gtest/gtest.h>
 
 #include <cmath>
