@@ -9,6 +9,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/log.h"
 #include "detseg/data/image_io.h"
+#include "detseg/eval/rle.h"
 
 namespace detseg {
 namespace fs = std::filesystem;
@@ -19,63 +20,15 @@ BoxPolicy parse_box_policy(const std::string& name) {
   throw ConfigError(str("invalid box policy '", name, "': expected clip or drop"));
 }
 
-namespace {
-
-// Even-odd scanline fill sampling pixel centres: pixel (x, y) is set when (x + 0.5, y + 0.5) lies
-// inside the polygon (COCO coordinates are continuous, pixel i spans [i, i+1)), so a 4x3 square
-// covers exactly 12 pixels, like pycocotools' rasterization up to edge rounding.
-void fill_polygon(const std::vector<double>& xy, int64_t height, int64_t width, uint8_t* mask) {
-  const size_t n = xy.size() / 2;
-  if (n < 3) return;  // no area
-  double ymin = xy[1], ymax = xy[1];
-  for (size_t i = 0; i < n; ++i) {
-    ymin = std::min(ymin, xy[2 * i + 1]);
-    ymax = std::max(ymax, xy[2 * i + 1]);
-  }
-  const int64_t row0 = std::max<int64_t>(0, static_cast<int64_t>(std::floor(ymin - 0.5)));
-  const int64_t row1 = std::min<int64_t>(height - 1, static_cast<int64_t>(std::ceil(ymax)));
-  std::vector<double> xs;
-  for (int64_t y = row0; y <= row1; ++y) {
-    const double yc = static_cast<double>(y) + 0.5;
-    xs.clear();
-    for (size_t i = 0; i < n; ++i) {
-      const double x0 = xy[2 * i], y0 = xy[2 * i + 1];
-      const double x1 = xy[2 * ((i + 1) % n)], y1 = xy[2 * ((i + 1) % n) + 1];
-      if ((y0 <= yc && yc < y1) || (y1 <= yc && yc < y0)) xs.push_back(x0 + (yc - y0) * (x1 - x0) / (y1 - y0));
-    }
-    std::sort(xs.begin(), xs.end());
-    for (size_t k = 0; k + 1 < xs.size(); k += 2) {
-      const int64_t a = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(xs[k] - 0.5)));
-      const int64_t b = std::min<int64_t>(width, static_cast<int64_t>(std::ceil(xs[k + 1] - 0.5)));
-      if (b > a) std::fill(mask + y * width + a, mask + y * width + b, uint8_t{1});
-    }
-  }
-}
-
-}  // namespace
-
 at::Tensor segmentation_to_mask(const CocoSegmentation& seg, int64_t height, int64_t width) {
   at::Tensor mask = at::zeros({height, width}, at::kByte);  // [H, W]
-  if (seg.kind == CocoSegmentation::kPolygons) {
-    uint8_t* m = mask.data_ptr<uint8_t>();
-    for (const auto& poly : seg.polygons) fill_polygon(poly, height, width, m);
-  } else if (seg.kind == CocoSegmentation::kRle) {
+  if (seg.kind == CocoSegmentation::kNone) return mask;
+  if (seg.kind == CocoSegmentation::kRle)
     DETSEG_CHECK(seg.rle.height == height && seg.rle.width == width, "RLE mask is ", seg.rle.height, "x",
                  seg.rle.width, " but its image is ", height, "x", width);
-    // Runs are column-major: decode into a [W, H] buffer, then transpose.
-    at::Tensor t = at::zeros({width, height}, at::kByte);
-    uint8_t* p = t.data_ptr<uint8_t>();
-    const int64_t n = height * width;
-    int64_t pos = 0;
-    uint8_t value = 0;
-    for (uint32_t run : seg.rle.counts) {
-      const int64_t end = std::min<int64_t>(n, pos + run);
-      if (value) std::fill(p + pos, p + end, uint8_t{1});
-      pos = end;
-      value ^= 1;
-    }
-    mask = t.t().contiguous();
-  }
+  // The eval area's mask API rasterizes exactly as pycocotools does, so training masks equal the
+  // masks the evaluator scores against.
+  rle_decode_row_major(segmentation_to_rle(seg, height, width), mask.data_ptr<uint8_t>());
   return mask;
 }
 

@@ -107,7 +107,9 @@ Loader::~Loader() {
   for (auto& t : threads_) t.join();
 }
 
-std::vector<std::vector<int64_t>> Loader::epoch_plan(int64_t epoch) const {
+std::vector<std::vector<int64_t>> Loader::epoch_plan(int64_t epoch) const { return *plan(epoch); }
+
+std::shared_ptr<const Loader::Plan> Loader::plan(int64_t epoch) const {
   std::lock_guard<std::mutex> lock(plan_mutex_);
   auto it = plans_.find(epoch);
   if (it != plans_.end()) return it->second;
@@ -125,10 +127,10 @@ std::vector<std::vector<int64_t>> Loader::epoch_plan(int64_t epoch) const {
   } else {
     shard = std::move(order);
   }
-  std::vector<std::vector<int64_t>> batches;
+  auto batches = std::make_shared<Plan>();
   for (int64_t k = 0; k < batches_per_epoch_; ++k) {
     const int64_t start = k * o.batch_size, end = std::min<int64_t>(start + o.batch_size, examples_per_epoch_);
-    batches.emplace_back(shard.begin() + start, shard.begin() + end);
+    batches->emplace_back(shard.begin() + start, shard.begin() + end);
   }
   if (plans_.size() > 4) plans_.erase(plans_.begin());  // only recent epochs are asked for
   plans_[epoch] = batches;
@@ -137,8 +139,8 @@ std::vector<std::vector<int64_t>> Loader::epoch_plan(int64_t epoch) const {
 
 Batch Loader::build(int64_t batch_number) const {
   const int64_t epoch = batch_number / batches_per_epoch_;
-  const auto plan = epoch_plan(epoch);
-  const auto& indices = plan[static_cast<size_t>(batch_number % batches_per_epoch_)];
+  const std::shared_ptr<const Plan> p = plan(epoch);
+  const auto& indices = (*p)[static_cast<size_t>(batch_number % batches_per_epoch_)];
   std::vector<Example> examples;
   examples.reserve(indices.size());
   for (int64_t index : indices) {

@@ -14,6 +14,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -67,6 +68,8 @@ class Loader {
   std::vector<std::vector<int64_t>> epoch_plan(int64_t epoch) const;
 
  private:
+  using Plan = std::vector<std::vector<int64_t>>;
+  std::shared_ptr<const Plan> plan(int64_t epoch) const;  // cached: no copy per batch
   Batch build(int64_t batch_number) const;
   void worker();
 
@@ -82,7 +85,7 @@ class Loader {
   std::map<int64_t, std::exception_ptr> errors_;
   int64_t next_claim_ = 0, next_deliver_ = 0;
   mutable std::mutex plan_mutex_;
-  mutable std::map<int64_t, std::vector<std::vector<int64_t>>> plans_;  // epoch -> batches (cache)
+  mutable std::map<int64_t, std::shared_ptr<const Plan>> plans_;  // epoch -> batches (recent epochs)
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };

@@ -1,4 +1,4 @@
-// `detseg convert voc` end to end: real bccd split to COCO JSON, read back; errors exit 1 and write nothing.
+// Implements: tests of `detseg convert voc` end to end: real bccd split to COCO JSON, read back; errors exit 1 and write nothing.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -78,4 +78,26 @@ TEST(ConvertVoc, MalformedXmlExitsOneWithFileAndLine) {
   r = detseg_cli("convert voc " + dir + "/nope -o " + dir + "/out.json");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("nope: not a directory"), std::string::npos) << r.output;
+}
+
+TEST(ConvertVoc, DifficultFlagSurvivesAsIgnore) {
+  const std::string dir = datatest::temp_dir("convert_difficult");
+  fs::create_directories(dir + "/voc/Annotations");
+  fs::create_directories(dir + "/voc/JPEGImages");
+  fs::copy_file(datatest::shared_data("bccd/BCCD/JPEGImages/BloodImage_00000.jpg"), dir + "/voc/JPEGImages/a.jpg");
+  write_file_atomic(dir + "/voc/Annotations/a.xml",
+                    "<annotation><filename>a.jpg</filename><size><width>640</width><height>480</height></size>\n"
+                    "<object><name>RBC</name><difficult>1</difficult>"
+                    "<bndbox><xmin>1</xmin><ymin>2</ymin><xmax>11</xmax><ymax>22</ymax></bndbox></object>\n"
+                    "<object><name>RBC</name><difficult>0</difficult>"
+                    "<bndbox><xmin>5</xmin><ymin>5</ymin><xmax>9</xmax><ymax>9</ymax></bndbox></object></annotation>\n");
+  CliRun r = detseg_cli("convert voc " + dir + "/voc -o " + dir + "/out.json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 boxes (1 difficult)"), std::string::npos) << r.output;
+  CocoDataset d = read_coco(dir + "/out.json");
+  ASSERT_EQ(d.annotations.size(), 2u);
+  EXPECT_TRUE(d.annotations[0].ignore);
+  EXPECT_FALSE(d.annotations[1].ignore);
+  EXPECT_DOUBLE_EQ(d.annotations[0].bbox[2], 10);
+  EXPECT_DOUBLE_EQ(d.annotations[0].bbox[3], 20);
 }

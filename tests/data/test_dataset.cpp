@@ -1,4 +1,4 @@
-// DetectionDataset / SegmentationDataset on real files and on hand-made bad annotations.
+// Implements: tests of DetectionDataset / SegmentationDataset on real files and on hand-made bad annotations.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,3 +1,4 @@
+// Implements: tests of image decoding: JPEG/PNG, grayscale/RGBA to RGB, missing/corrupt/truncated files, label PNGs.
 #include <gtest/gtest.h>
 
 #include <opencv2/imgcodecs.hpp>

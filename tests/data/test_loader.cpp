@@ -1,4 +1,4 @@
-// Loader: collate padding, seeded determinism across thread counts, epochs, subsampling, sharding,
+// Implements: tests of Loader: collate padding, seeded determinism across thread counts, epochs, subsampling, sharding,
 // error propagation, and a real-data run on bccd.
 #include <gtest/gtest.h>
 
@@ -9,6 +9,9 @@
 #include "detseg/data/dataset.h"
 #include "detseg/data/loader.h"
 #include "detseg/data/readers/voc.h"
+#include "detseg/data/readers/seg_folder.h"
+
+#include <cmath>
 
 using namespace detseg;
 using detseg::datatest::error_of;
@@ -197,5 +200,56 @@ TEST(Loader, BccdKeepAspectBatches) {
     at::Tensor back = geometry_invert_boxes(b.geometries[static_cast<size_t>(i)], boxes);
     EXPECT_GE(back.min().item<float>(), 0.f);
     EXPECT_LE(back.select(1, 2).max().item<float>(), 640.f + 1e-3);
+  }
+}
+
+TEST(Loader, CamvidDeepLabCropsCarryIgnorePadding) {
+  SegmentationDataset ds(read_seg_folder(camvid_options(datatest::shared_data("camvid/CamVid"), "val")));
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.num_workers = 2;
+  o.epochs = 1;
+  o.seed = 4;
+  o.augment.resize = AugmentOptions::Resize::kDeepLab;
+  o.augment.out_h = o.augment.out_w = 400;  // taller than 360: scale 0.5..1 leaves ignore padding
+  o.augment.random_flip = true;
+  Loader loader(ds.size(), [&](int64_t i) { return ds.get(i); }, o);
+  Batch b;
+  bool padded = false;
+  for (int k = 0; k < 4 && loader.next(b); ++k) {
+    ASSERT_EQ(b.label_maps.sizes(), (at::IntArrayRef{2, 400, 400}));
+    EXPECT_EQ(b.images.sizes(), (at::IntArrayRef{2, 3, 400, 400}));
+    at::Tensor valid = b.label_maps.ne(255);
+    EXPECT_LE(b.label_maps.masked_select(valid).max().item<int64_t>(), 10);
+    padded |= b.label_maps.eq(255).sum().item<int64_t>() > 0;
+  }
+  EXPECT_TRUE(padded);
+}
+
+TEST(Loader, Coco128MasksFollowTheResize) {
+  DetectionDatasetOptions d;
+  d.image_dir = datatest::shared_data("coco128/val2017");
+  d.with_masks = true;
+  DetectionDataset ds(read_coco(datatest::shared_data("coco128/annotations/instances_val2017.json")), d);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.num_workers = 1;
+  o.shuffle = false;
+  o.augment.out_h = o.augment.out_w = 320;
+  Loader loader(ds.size(), [&](int64_t i) { return ds.get(i); }, o);
+  Batch b;
+  ASSERT_TRUE(loader.next(b));
+  const int64_t m = b.boxes.size(1);
+  ASSERT_EQ(b.masks.sizes(), (at::IntArrayRef{2, m, 320, 320}));
+  // Each instance mask lies (almost) inside its resized box.
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t k = 0; k < b.num_boxes[i].item<int64_t>(); ++k) {
+      at::Tensor mask = b.masks[i][k];
+      const auto box = b.boxes[i][k];
+      const int64_t x1 = static_cast<int64_t>(std::floor(box[0].item<float>())), y1 = static_cast<int64_t>(std::floor(box[1].item<float>()));
+      const int64_t x2 = static_cast<int64_t>(std::ceil(box[2].item<float>())), y2 = static_cast<int64_t>(std::ceil(box[3].item<float>()));
+      const int64_t inside = mask.narrow(0, y1, std::max<int64_t>(0, y2 - y1)).narrow(1, x1, std::max<int64_t>(0, x2 - x1)).sum().item<int64_t>();
+      EXPECT_GE(inside + 2, mask.sum().item<int64_t>()) << "image " << b.image_ids[static_cast<size_t>(i)] << " box " << k;
+    }
   }
 }

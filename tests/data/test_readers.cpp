@@ -1,4 +1,4 @@
-// Readers on the real data sets (bccd VOC, coco128 COCO, camvid folders) and on tiny bad files.
+// Implements: tests of Readers on the real data sets (bccd VOC, coco128 COCO, camvid folders) and on tiny bad files.
 #include <gtest/gtest.h>
 
 #include <filesystem>

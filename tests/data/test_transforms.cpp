@@ -1,4 +1,4 @@
-// Transform geometry worked out by hand.
+// Implements: tests of Transform geometry worked out by hand.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -95,9 +95,7 @@ TEST(Transforms, ScaleJitterCropKeepsBoxesConsistentWithGeometry) {
   for (int trial = 0; trial < 10; ++trial) {
     Example ex = synthetic_example(480, 640, {{100, 50, 200, 150}, {600, 400, 640, 480}});
     const at::Tensor original = ex.boxes.clone();
-    ScaleJitterOptions o;
-    o.out_h = o.out_w = 256;
-    random_scale_jitter_crop(ex, o, rng);
+    random_scale_jitter_crop(ex, 256, 256, ScaleJitterOptions{}, rng);
     EXPECT_LE(ex.height(), 256);
     EXPECT_LE(ex.width(), 256);
     EXPECT_EQ(ex.canvas_height, 256);
@@ -119,9 +117,8 @@ TEST(Transforms, ScaleJitterWithUnitScaleIsKeepAspectResize) {
   Rng rng(1);
   Example ex = synthetic_example(480, 640, {{100, 50, 200, 150}});
   ScaleJitterOptions o;
-  o.out_h = o.out_w = 256;
   o.min_scale = o.max_scale = 1.0;
-  random_scale_jitter_crop(ex, o, rng);
+  random_scale_jitter_crop(ex, 256, 256, o, rng);
   // scale = min(256/480, 256/640) = 0.4: 192x256, nothing to crop.
   EXPECT_EQ(ex.height(), 192);
   EXPECT_EQ(ex.width(), 256);
@@ -133,9 +130,8 @@ TEST(Transforms, DeepLabScaleDownPadsImageAndIgnoreLabel) {
   Example ex = synthetic_example(10, 10);
   ex.label_map = at::full({10, 10}, 4, at::kByte);
   DeepLabCropOptions o;
-  o.crop_h = o.crop_w = 8;
   o.min_scale = o.max_scale = 0.5;  // 10x10 -> 5x5, padded to 8x8 at the bottom/right
-  random_scale_crop_pad(ex, o, rng);
+  random_scale_crop_pad(ex, 8, 8, o, rng);
   ASSERT_EQ(ex.label_map.sizes(), (at::IntArrayRef{8, 8}));
   EXPECT_EQ(ex.label_map.eq(4).sum().item<int64_t>(), 25);
   EXPECT_EQ(ex.label_map.eq(255).sum().item<int64_t>(), 64 - 25);
@@ -151,9 +147,8 @@ TEST(Transforms, DeepLabScalesComeFromTheStepGrid) {
   for (int i = 0; i < 60; ++i) {
     Example ex = synthetic_example(40, 40);
     ex.label_map = at::zeros({40, 40}, at::kByte);
-    DeepLabCropOptions o;
-    o.crop_h = o.crop_w = 100;  // never cropped: the padded size shows the scale
-    random_scale_crop_pad(ex, o, rng);
+    // A 100x100 crop never cuts: the unpadded area shows the scale.
+    random_scale_crop_pad(ex, 100, 100, DeepLabCropOptions{}, rng);
     const int64_t side = std::lround(ex.geometry.scale_y * 40);
     heights.insert(side);
     EXPECT_EQ(ex.label_map.ne(255).sum().item<int64_t>(), side * side);  // the rest is padding

@@ -58,19 +58,21 @@ bool random_hflip(Example& ex, Rng& rng, double p) {
   return true;
 }
 
-ImageGeometry random_scale_jitter_crop(Example& ex, const ScaleJitterOptions& o, Rng& rng) {
+ImageGeometry random_scale_jitter_crop(Example& ex, int64_t out_h, int64_t out_w, const ScaleJitterOptions& o,
+                                       Rng& rng) {
   DETSEG_CHECK(o.min_scale > 0 && o.max_scale >= o.min_scale, "scale jitter: need 0 < min_scale <= max_scale, got ",
                o.min_scale, ", ", o.max_scale);
   const ImageGeometry before = ex.geometry;
   const double s = o.min_scale == o.max_scale ? o.min_scale : uniform(rng, o.min_scale, o.max_scale);
-  resize_to_fit(ex, s * static_cast<double>(o.out_h), s * static_cast<double>(o.out_w));
-  random_crop(ex, o.out_h, o.out_w, rng);
-  ex.canvas_height = o.out_h;
-  ex.canvas_width = o.out_w;
+  resize_to_fit(ex, s * static_cast<double>(out_h), s * static_cast<double>(out_w));
+  random_crop(ex, out_h, out_w, rng);
+  ex.canvas_height = out_h;
+  ex.canvas_width = out_w;
   return step_between(before, ex.geometry);
 }
 
-ImageGeometry random_scale_crop_pad(Example& ex, const DeepLabCropOptions& o, Rng& rng) {
+ImageGeometry random_scale_crop_pad(Example& ex, int64_t crop_h, int64_t crop_w, const DeepLabCropOptions& o,
+                                    Rng& rng) {
   DETSEG_CHECK(o.min_scale > 0 && o.max_scale >= o.min_scale, "deeplab crop: need 0 < min_scale <= max_scale, got ",
                o.min_scale, ", ", o.max_scale);
   const ImageGeometry before = ex.geometry;
@@ -82,8 +84,8 @@ ImageGeometry random_scale_crop_pad(Example& ex, const DeepLabCropOptions& o, Rn
     s = uniform(rng, o.min_scale, o.max_scale);
   }
   transform_resize(ex, round_size(s * static_cast<double>(ex.height())), round_size(s * static_cast<double>(ex.width())));
-  transform_pad(ex, std::max(ex.height(), o.crop_h), std::max(ex.width(), o.crop_w), o.image_fill, o.ignore_label);
-  random_crop(ex, o.crop_h, o.crop_w, rng);
+  transform_pad(ex, std::max(ex.height(), crop_h), std::max(ex.width(), crop_w), o.image_fill, o.ignore_label);
+  random_crop(ex, crop_h, crop_w, rng);
   return step_between(before, ex.geometry);
 }
 
@@ -98,20 +100,12 @@ void augment(Example& ex, const AugmentOptions& o, Rng& rng) {
     case AugmentOptions::Resize::kFixed:
       resize_fixed(ex, o.out_h, o.out_w);
       break;
-    case AugmentOptions::Resize::kScaleJitter: {
-      ScaleJitterOptions j = o.jitter;
-      j.out_h = o.out_h;
-      j.out_w = o.out_w;
-      random_scale_jitter_crop(ex, j, rng);
+    case AugmentOptions::Resize::kScaleJitter:
+      random_scale_jitter_crop(ex, o.out_h, o.out_w, o.jitter, rng);
       break;
-    }
-    case AugmentOptions::Resize::kDeepLab: {
-      DeepLabCropOptions d = o.deeplab;
-      d.crop_h = o.out_h;
-      d.crop_w = o.out_w;
-      random_scale_crop_pad(ex, d, rng);
+    case AugmentOptions::Resize::kDeepLab:
+      random_scale_crop_pad(ex, o.out_h, o.out_w, o.deeplab, rng);
       break;
-    }
   }
 }
 

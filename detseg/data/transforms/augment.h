@@ -23,18 +23,18 @@ ImageGeometry resize_fixed(Example& ex, int64_t out_h, int64_t out_w);
 bool random_hflip(Example& ex, Rng& rng, double p = 0.5);
 
 struct ScaleJitterOptions {
-  int64_t out_h = 512, out_w = 512;
   double min_scale = 0.1, max_scale = 2.0;  // EfficientDet's jitter range
 };
-ImageGeometry random_scale_jitter_crop(Example& ex, const ScaleJitterOptions& options, Rng& rng);
+ImageGeometry random_scale_jitter_crop(Example& ex, int64_t out_h, int64_t out_w, const ScaleJitterOptions& options,
+                                       Rng& rng);
 
 struct DeepLabCropOptions {
-  int64_t crop_h = 513, crop_w = 513;
   double min_scale = 0.5, max_scale = 2.0, scale_step = 0.25;  // step <= 0: continuous U(min, max)
   std::array<uint8_t, 3> image_fill = {124, 116, 104};  // ImageNet mean: 0 after normalisation
   uint8_t ignore_label = 255;
 };
-ImageGeometry random_scale_crop_pad(Example& ex, const DeepLabCropOptions& options, Rng& rng);
+ImageGeometry random_scale_crop_pad(Example& ex, int64_t crop_h, int64_t crop_w, const DeepLabCropOptions& options,
+                                    Rng& rng);
 
 // One input pipeline: optional random flip, then one resize policy.
 struct AugmentOptions {
@@ -42,8 +42,8 @@ struct AugmentOptions {
   int64_t out_h = 512, out_w = 512;     // output (or crop) size
   bool random_flip = false;
   double flip_probability = 0.5;
-  ScaleJitterOptions jitter;            // out_h/out_w copied from above
-  DeepLabCropOptions deeplab;           // crop_h/crop_w copied from above
+  ScaleJitterOptions jitter;            // for kScaleJitter
+  DeepLabCropOptions deeplab;           // for kDeepLab
 };
 
 // Applies `options` to `ex` (in place). Deterministic given the rng state.
