@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>

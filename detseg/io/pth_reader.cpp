@@ -148,11 +148,11 @@ class Unpickler {
           push(v);
           break;
         }
-        case 'J': push_int(static_cast<int32_t>(uint(4))); break;  // BININT
-        case 'K': push_int(uint(1)); break;                        // BININT1
-        case 'M': push_int(uint(2)); break;                        // BININT2
-        case 0x8a: push_int(long_int(uint(1))); break;             // LONG1
-        case 0x8b: push_int(long_int(uint(4))); break;             // LONG4
+        case 'J': push_int(static_cast<int32_t>(read_uint(4))); break;  // BININT
+        case 'K': push_int(read_uint(1)); break;                        // BININT1
+        case 'M': push_int(read_uint(2)); break;                        // BININT2
+        case 0x8a: push_int(long_int(read_uint(1))); break;             // LONG1
+        case 0x8b: push_int(long_int(read_uint(4))); break;             // LONG4
         case 'G': {                                                // BINFLOAT, big-endian
           uint64_t bits = 0;
           for (char c : take(8)) bits = (bits << 8) | static_cast<uint8_t>(c);
@@ -161,13 +161,13 @@ class Unpickler {
           push(v);
           break;
         }
-        case 'X': push_text(PickleValue::Kind::kString, uint(4)); break;  // BINUNICODE
-        case 0x8c: push_text(PickleValue::Kind::kString, uint(1)); break; // SHORT_BINUNICODE
-        case 0x8d: push_text(PickleValue::Kind::kString, uint(8)); break; // BINUNICODE8
-        case 'T': push_text(PickleValue::Kind::kString, uint(4)); break;  // BINSTRING
-        case 'U': push_text(PickleValue::Kind::kString, uint(1)); break;  // SHORT_BINSTRING
-        case 'B': push_text(PickleValue::Kind::kBytes, uint(4)); break;   // BINBYTES
-        case 'C': push_text(PickleValue::Kind::kBytes, uint(1)); break;   // SHORT_BINBYTES
+        case 'X': push_text(PickleValue::Kind::kString, read_uint(4)); break;  // BINUNICODE
+        case 0x8c: push_text(PickleValue::Kind::kString, read_uint(1)); break; // SHORT_BINUNICODE
+        case 0x8d: push_text(PickleValue::Kind::kString, read_uint(8)); break; // BINUNICODE8
+        case 'T': push_text(PickleValue::Kind::kString, read_uint(4)); break;  // BINSTRING
+        case 'U': push_text(PickleValue::Kind::kString, read_uint(1)); break;  // SHORT_BINSTRING
+        case 'B': push_text(PickleValue::Kind::kBytes, read_uint(4)); break;   // BINBYTES
+        case 'C': push_text(PickleValue::Kind::kBytes, read_uint(1)); break;   // SHORT_BINBYTES
         case ')': push(make(PickleValue::Kind::kTuple)); break;           // EMPTY_TUPLE
         case ']': push(make(PickleValue::Kind::kList)); break;            // EMPTY_LIST
         case '}': push(make(PickleValue::Kind::kDict)); break;            // EMPTY_DICT
@@ -214,11 +214,11 @@ class Unpickler {
           add_pairs(*dict_top(), items);
           break;
         }
-        case 'q': memo_[uint(1)] = top(); break;                          // BINPUT
-        case 'r': memo_[uint(4)] = top(); break;                          // LONG_BINPUT
+        case 'q': memo_[read_uint(1)] = top(); break;                          // BINPUT
+        case 'r': memo_[read_uint(4)] = top(); break;                          // LONG_BINPUT
         case 0x94: memo_[memo_.size()] = top(); break;                    // MEMOIZE
-        case 'h': push(memo(uint(1))); break;                             // BINGET
-        case 'j': push(memo(uint(4))); break;                             // LONG_BINGET
+        case 'h': push(memo(read_uint(1))); break;                             // BINGET
+        case 'j': push(memo(read_uint(4))); break;                             // LONG_BINGET
         case 'c': {                                                       // GLOBAL
           const std::string module = line(), name = line();
           auto v = make(PickleValue::Kind::kGlobal);
@@ -259,7 +259,7 @@ class Unpickler {
     return out;
   }
   uint8_t byte() { return static_cast<uint8_t>(take(1)[0]); }
-  uint64_t uint(int bytes) { return le(take(bytes), 0, bytes); }
+  uint64_t read_uint(int bytes) { return le(take(bytes), 0, bytes); }
   int64_t long_int(uint64_t n) {
     need(n <= 8, "integer wider than 64 bits");
     auto b = take(n);

@@ -193,10 +193,10 @@ TEST_F(CheckpointTest, LoadModuleStateChecksNamesAndShapes) {
 }
 
 // ---- exact resume: 20 steps straight == 10 steps, save, load into fresh objects, 10 steps.
-struct Run {
+struct TrainRun {
   testing::TinyNet net;
   TrainOptimizer opt;
-  explicit Run(uint64_t init_seed) {
+  explicit TrainRun(uint64_t init_seed) {
     torch::manual_seed(init_seed);
     net = testing::TinyNet();
     OptimizerOptions o;
@@ -220,11 +220,11 @@ struct Run {
 };
 
 TEST_F(CheckpointTest, ResumeIsBitExact) {
-  Run straight(1);
+  TrainRun straight(1);
   torch::manual_seed(42);
   straight.steps(0, 20);
 
-  Run first(1);
+  TrainRun first(1);
   torch::manual_seed(42);
   first.steps(0, 10);
   Checkpoint c;
@@ -236,7 +236,7 @@ TEST_F(CheckpointTest, ResumeIsBitExact) {
   m.save(c);
 
   torch::manual_seed(999);  // a different generator state and init: the checkpoint must restore all
-  Run resumed(7);
+  TrainRun resumed(7);
   const Checkpoint r = read_checkpoint(*m.latest());
   load_module_state(*resumed.net, r.model, *m.latest());
   load_optimizer_state(*resumed.opt.optimizer, r.optimizer);
@@ -248,7 +248,7 @@ TEST_F(CheckpointTest, ResumeIsBitExact) {
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first << "\n" << a[i].second << b[i].second;
   // And the run without the RNG restore differs (the test can fail).
-  Run no_rng(7);
+  TrainRun no_rng(7);
   load_module_state(*no_rng.net, r.model, "x");
   load_optimizer_state(*no_rng.opt.optimizer, r.optimizer);
   no_rng.steps(10, 20);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
 
 #include <filesystem>
 

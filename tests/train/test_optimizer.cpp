@@ -75,8 +75,9 @@ TEST(Optimizer, DeepLabMultipliersMultiply) {
 
 // Momentum SGD with a group rate x k equals SGD on gradients multiplied by k (the reference).
 TEST(Optimizer, GroupScaleEqualsGradientMultiplierForMomentumSgd) {
-  torch::Tensor a = torch::tensor({1.0, 2.0}, torch::requires_grad());
-  torch::Tensor b = torch::tensor({1.0, 2.0}, torch::requires_grad());
+  const auto f64 = torch::dtype(torch::kDouble);
+  torch::Tensor a = torch::tensor({1.0, 2.0}, f64.requires_grad(true));
+  torch::Tensor b = torch::tensor({1.0, 2.0}, f64.requires_grad(true));
   torch::optim::SGD scaled({torch::optim::OptimizerParamGroup(
                                {a}, std::make_unique<torch::optim::SGDOptions>(
                                         torch::optim::SGDOptions(0.2).momentum(0.9)))},
@@ -85,8 +86,8 @@ TEST(Optimizer, GroupScaleEqualsGradientMultiplierForMomentumSgd) {
   for (int step = 0; step < 3; ++step) {
     scaled.zero_grad();
     plain.zero_grad();
-    (a * torch::tensor({3.0, 4.0})).sum().backward();
-    (b * torch::tensor({3.0, 4.0})).sum().backward();
+    (a * torch::tensor({3.0, 4.0}, f64)).sum().backward();
+    (b * torch::tensor({3.0, 4.0}, f64)).sum().backward();
     b.mutable_grad().mul_(2.0);  // the reference's gradient multiplier
     scaled.step();
     plain.step();
@@ -126,7 +127,7 @@ TEST(Optimizer, AdamAdamWRmsPropBuildAndStep) {
     EXPECT_FALSE(torch::equal(net->head->weight, torch::tensor({{1.f, -1.f}}))) << type;
   }
   // AdamW with a zero gradient only decays: w (1 - lr x wd).
-  torch::Tensor w = torch::tensor({2.0}, torch::requires_grad());
+  torch::Tensor w = torch::tensor({2.0}, torch::dtype(torch::kDouble).requires_grad(true));
   torch::optim::AdamW adamw({w}, torch::optim::AdamWOptions(0.1).weight_decay(0.01));
   w.mutable_grad() = torch::zeros({1}, torch::kDouble);
   adamw.step();
