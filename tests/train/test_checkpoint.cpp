@@ -2,9 +2,8 @@
 // the model_dir manager (keep N, index, latest), a writer killed mid-save, and exact resume.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
 #include <torch/optim.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/train/checkpoint.h"
+#include "detseg/train/ema.h"
 #include "detseg/train/optimizer.h"
 #include "tiny_modules.h"
 
@@ -227,32 +227,53 @@ TEST_F(CheckpointTest, ResumeIsBitExact) {
   TrainRun first(1);
   torch::manual_seed(42);
   first.steps(0, 10);
-  Checkpoint c;
-  c.step = 10;
-  c.model = module_state(*first.net);
-  c.optimizer = optimizer_state_bytes(*first.opt.optimizer);
-  c.rng = rng_states();
   CheckpointManager m({(dir_ / "run").string(), 7, 10});
-  m.save(c);
+  m.save(capture_training_state(10, *first.net, first.opt.optimizer.get(), nullptr));
 
   torch::manual_seed(999);  // a different generator state and init: the checkpoint must restore all
   TrainRun resumed(7);
+  const int64_t step =
+      restore_training_state(*m.latest(), *resumed.net, resumed.opt.optimizer.get(), nullptr);
+  EXPECT_EQ(step, 10);
+  resumed.steps(static_cast<int>(step), 20);
   const Checkpoint r = read_checkpoint(*m.latest());
-  load_module_state(*resumed.net, r.model, *m.latest());
-  load_optimizer_state(*resumed.opt.optimizer, r.optimizer);
-  restore_rng_states(r.rng);
-  resumed.steps(static_cast<int>(r.step), 20);
 
   const NamedTensors a = module_state(*straight.net), b = module_state(*resumed.net);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first << "\n" << a[i].second << b[i].second;
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first << "\n"
+                                                        << a[i].second << b[i].second;
   // And the run without the RNG restore differs (the test can fail).
   TrainRun no_rng(7);
   load_module_state(*no_rng.net, r.model, "x");
   load_optimizer_state(*no_rng.opt.optimizer, r.optimizer);
   no_rng.steps(10, 20);
   EXPECT_FALSE(torch::equal(module_state(*no_rng.net)[0].second, a[0].second));
+}
+
+TEST_F(CheckpointTest, TrainingStateWithEmaAndEvalWeights) {
+  testing::TinyNet net;
+  testing::fill_tiny(*net);
+  WeightEma ema(*net, EmaOptions{});
+  {
+    torch::NoGradGuard g;
+    net->head->bias.fill_(1.25);
+  }
+  ema.update(*net, 0);  // head.bias average: 1.15
+  const std::string file = path("ckpt-3.dsckpt");
+  write_checkpoint(file, capture_training_state(3, *net, nullptr, &ema, R"({"note":"x"})"));
+  testing::TinyNet eval_net;
+  EXPECT_EQ(load_weights_for_eval(file, *eval_net), 3);
+  EXPECT_NEAR(eval_net->head->bias.item<double>(), 1.15, 1e-6);  // the average
+  EXPECT_TRUE(torch::equal(eval_net->bn->num_batches_tracked, net->bn->num_batches_tracked));
+  load_weights_for_eval(file, *eval_net, /*use_ema=*/false);
+  EXPECT_NEAR(eval_net->head->bias.item<double>(), 1.25, 1e-6);  // the raw weights
+  testing::TinyNet resumed;
+  WeightEma resumed_ema(*resumed, EmaOptions{});
+  EXPECT_EQ(restore_training_state(file, *resumed, nullptr, &resumed_ema), 3);
+  EXPECT_NEAR(resumed_ema.shadow()[5].second.item<double>(), 1.15, 1e-6);
+  EmaScope scope(&ema, *net);
+  EXPECT_THROW(capture_training_state(3, *net, nullptr, &ema), Error);  // averages swapped in
 }
 
 }  // namespace
