@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
@@ -474,6 +476,32 @@ std::string CheckpointManager::save(const Checkpoint& checkpoint, const WritePro
   index["checkpoints"] = std::move(kept);
   write_file_atomic(index_path(), index.dump(2) + "\n");
   return path;
+}
+
+CheckpointWatcher::CheckpointWatcher(CheckpointWatchOptions options)
+    : options_(std::move(options)) {
+  DETSEG_CONFIG_CHECK(!options_.checkpoint_dir.empty(), "checkpoint watcher: no checkpoint dir");
+  DETSEG_CONFIG_CHECK(options_.wait_interval_s >= 0 && options_.poll_interval_s > 0,
+                      "checkpoint watcher: wait interval must be >= 0 and poll interval > 0");
+}
+
+std::optional<std::string> CheckpointWatcher::next() {
+  using clock = std::chrono::steady_clock;
+  const CheckpointManager manager(CheckpointManagerOptions{options_.checkpoint_dir});
+  const double limit = last_ ? options_.wait_interval_s : options_.first_checkpoint_timeout_s;
+  const auto start = clock::now();
+  while (true) {
+    const auto latest = manager.latest();
+    if (latest && latest != last_) {
+      last_ = latest;
+      return latest;
+    }
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    if (limit >= 0 && waited >= limit) return std::nullopt;
+    const double nap =
+        limit >= 0 ? std::min(options_.poll_interval_s, limit - waited) : options_.poll_interval_s;
+    std::this_thread::sleep_for(std::chrono::duration<double>(nap));
+  }
 }
 
 bool model_dir_has_checkpoint(const std::string& model_dir) {

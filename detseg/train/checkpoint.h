@@ -99,6 +99,28 @@ class CheckpointManager {
   CheckpointManagerOptions options_;
 };
 
+// Continuous evaluation (the reference's eval_continuously): yields each new latest checkpoint
+// of a training run once, and stops after wait_interval_s seconds without a new one.
+struct CheckpointWatchOptions {
+  std::string checkpoint_dir;
+  double wait_interval_s = 180;            // give up after this long with nothing new
+  double poll_interval_s = 1.0;            // how often the folder is checked
+  double first_checkpoint_timeout_s = -1;  // before the first checkpoint; < 0 waits forever
+};
+
+class CheckpointWatcher {
+ public:
+  explicit CheckpointWatcher(CheckpointWatchOptions options);
+  // Blocks until the run's latest checkpoint differs from the one returned before and returns
+  // it (checkpoints written meanwhile and already superseded are skipped, as the reference);
+  // nullopt once the wait runs out.
+  std::optional<std::string> next();
+
+ private:
+  CheckpointWatchOptions options_;
+  std::optional<std::string> last_;
+};
+
 // True when `model_dir` holds at least one checkpoint of ours (fine-tuning must then not run).
 bool model_dir_has_checkpoint(const std::string& model_dir);
 

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
@@ -274,6 +275,33 @@ TEST_F(CheckpointTest, TrainingStateWithEmaAndEvalWeights) {
   EXPECT_NEAR(resumed_ema.shadow()[5].second.item<double>(), 1.15, 1e-6);
   EmaScope scope(&ema, *net);
   EXPECT_THROW(capture_training_state(3, *net, nullptr, &ema), Error);  // averages swapped in
+}
+
+// A continuous evaluator watching a trainer: each new checkpoint is seen once, in order, fully
+// written, and the watcher stops after the wait interval passes with nothing new.
+TEST_F(CheckpointTest, WatcherFollowsATrainer) {
+  const std::string run = (dir_ / "run").string();
+  CheckpointWatcher watcher({run, /*wait_interval_s=*/1.0, /*poll_interval_s=*/0.02,
+                             /*first_checkpoint_timeout_s=*/5.0});
+  std::thread trainer([run] {
+    CheckpointManager m({run, 7, 1});
+    for (int64_t step = 1; step <= 3; ++step) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      m.save(sample_checkpoint(step));
+    }
+  });
+  std::vector<int64_t> seen;
+  const auto start = std::chrono::steady_clock::now();
+  while (auto path = watcher.next()) seen.push_back(read_checkpoint(*path).step);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  trainer.join();
+  EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_GE(took, 1.9);  // 3 x 0.3 s of training, then 1 s of waiting
+  EXPECT_LT(took, 5.0);
+  // No checkpoint at all: gives up after the first-checkpoint timeout.
+  CheckpointWatcher empty({(dir_ / "none").string(), 1.0, 0.02, 0.1});
+  EXPECT_FALSE(empty.next().has_value());
 }
 
 }  // namespace
