@@ -9,23 +9,10 @@
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/io/dtype_codes.h"
 
 namespace detseg {
-namespace {
-
 using ojson = nlohmann::ordered_json;
-
-struct DtypeCode {
-  at::ScalarType type;
-  const char* code;
-};
-constexpr DtypeCode kCodes[] = {
-    {at::kDouble, "F64"}, {at::kFloat, "F32"}, {at::kHalf, "F16"},  {at::kBFloat16, "BF16"},
-    {at::kLong, "I64"},   {at::kInt, "I32"},   {at::kShort, "I16"}, {at::kChar, "I8"},
-    {at::kByte, "U8"},    {at::kBool, "BOOL"},
-};
-
-}  // namespace
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata) {
@@ -38,9 +25,8 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
     DETSEG_CHECK(name != "__metadata__" && seen.insert(name).second, path, ": safetensors name '",
                  name, "' is reserved or repeated");
     at::Tensor c = t.detach().to(at::kCPU).contiguous();
-    const char* code = nullptr;
-    for (const auto& d : kCodes)
-      if (d.type == c.scalar_type()) code = d.code;
+    const DtypeCode* entry = find_dtype_code(c.scalar_type());
+    const char* code = entry ? entry->safetensors : nullptr;
     DETSEG_CHECK(code, path, ": tensor '", name, "' has dtype ", c.scalar_type(),
                  ", which safetensors export does not support");
     const uint64_t n = c.numel() * c.element_size();
@@ -87,8 +73,8 @@ NamedTensors read_safetensors(const std::string& path,
       }
       const std::string code = entry.at("dtype").get<std::string>();
       const DtypeCode* dt = nullptr;
-      for (const auto& d : kCodes)
-        if (code == d.code) dt = &d;
+      for (const auto& d : kDtypeCodes)
+        if (code == d.safetensors) dt = &d;
       DETSEG_CHECK(dt, path, ": tensor '", name, "' has unsupported dtype ", code);
       const auto shape = entry.at("shape").get<std::vector<int64_t>>();
       const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();

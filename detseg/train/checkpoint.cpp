@@ -36,6 +36,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/io/crc32c.h"
+#include "detseg/io/dtype_codes.h"
 #include "detseg/train/ema.h"
 
 namespace detseg {
@@ -50,25 +51,15 @@ constexpr size_t kPrefixBytes = 24;
 constexpr size_t kFooterBytes = 12;
 constexpr const char* kSections[] = {"model", "ema", "rng"};
 
-struct DtypeName {
-  at::ScalarType type;
-  const char* name;
-};
-constexpr DtypeName kDtypes[] = {
-    {at::kFloat, "f32"}, {at::kDouble, "f64"}, {at::kHalf, "f16"},  {at::kBFloat16, "bf16"},
-    {at::kLong, "i64"},  {at::kInt, "i32"},    {at::kShort, "i16"}, {at::kChar, "i8"},
-    {at::kByte, "u8"},   {at::kBool, "bool"},
-};
-
 const char* dtype_name(at::ScalarType t) {
-  for (const auto& d : kDtypes)
-    if (d.type == t) return d.name;
-  throw Error(str("checkpoint: unsupported tensor dtype ", t));
+  const DtypeCode* d = find_dtype_code(t);
+  if (!d) throw Error(str("checkpoint: unsupported tensor dtype ", t));
+  return d->checkpoint;
 }
 
 std::optional<at::ScalarType> dtype_from_name(const std::string& name) {
-  for (const auto& d : kDtypes)
-    if (name == d.name) return d.type;
+  for (const auto& d : kDtypeCodes)
+    if (name == d.checkpoint) return d.type;
   return std::nullopt;
 }
 
