@@ -1,12 +1,12 @@
 // Implements: the JSON-lines metrics log declared in metrics_jsonl.h.
 #include "detseg/io/metrics_jsonl.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "detseg/core/error.h"
@@ -38,8 +38,10 @@ void MetricsJsonlWriter::write(const MetricsRecord& r) {
   for (const auto& [name, v] : r.values) {
     DETSEG_CHECK(name != "step" && name != "time" && name != "split", path_, ": metric name '",
                  name, "' is reserved");
-    if (std::isfinite(v)) j[name] = v;
-    else j[name] = nullptr;
+    if (std::isfinite(v))
+      j[name] = v;
+    else
+      j[name] = nullptr;
   }
   const std::string line = j.dump() + "\n";
   DETSEG_CHECK(std::fputs(line.c_str(), file_) >= 0, path_, ": write failed");

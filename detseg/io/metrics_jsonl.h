@@ -14,7 +14,7 @@ namespace detseg {
 struct MetricsRecord {
   int64_t step = 0;
   double time = 0;
-  std::string split;  // "train", "eval", ...
+  std::string split;                                   // "train", "eval", ...
   std::vector<std::pair<std::string, double>> values;  // ordered; NaN/Inf written as null
 };
 

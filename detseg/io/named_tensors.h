@@ -2,11 +2,11 @@
 // fine-tuning (order matters: it is the module's registration order).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 namespace detseg {
 

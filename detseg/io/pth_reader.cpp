@@ -46,7 +46,8 @@ class ZipReader {
       const size_t name_len = le(data_, p + 28, 2), extra_len = le(data_, p + 30, 2),
                    comment_len = le(data_, p + 32, 2);
       e.local = le(data_, p + 42, 4);
-      need(p + 46 + name_len + extra_len + comment_len <= data_.size(), "central directory damaged");
+      need(p + 46 + name_len + extra_len + comment_len <= data_.size(),
+           "central directory damaged");
       const std::string name(data_.substr(p + 46, name_len));
       // Zip64 extra field (id 1) holds, in order, the 32-bit fields that overflowed.
       for (size_t x = p + 46 + name_len; x + 4 <= p + 46 + name_len + extra_len;) {
@@ -82,7 +83,8 @@ class ZipReader {
     need(e.local + 30 <= data_.size() && le(data_, e.local, 4) == 0x04034b50,
          str("local header of '", name, "' damaged"));
     const size_t start = e.local + 30 + le(data_, e.local + 26, 2) + le(data_, e.local + 28, 2);
-    need(e.comp_size == e.size && start + e.size <= data_.size(), str("entry '", name, "' truncated"));
+    need(e.comp_size == e.size && start + e.size <= data_.size(),
+         str("entry '", name, "' truncated"));
     return data_.substr(start, e.size);
   }
 
@@ -97,7 +99,8 @@ class ZipReader {
     const size_t lowest = data_.size() > 22 + 65535 ? data_.size() - 22 - 65535 : 0;
     for (size_t p = data_.size() - 22 + 1; p-- > lowest;)
       if (le(data_, p, 4) == 0x06054b50) return p;
-    throw Error(str(what_, ": not a zip archive, or truncated (no end-of-central-directory record)"));
+    throw Error(
+        str(what_, ": not a zip archive, or truncated (no end-of-central-directory record)"));
   }
   void need(bool ok, const std::string& what) const {
     if (!ok) throw Error(str(what_, ": truncated or damaged zip archive: ", what));
@@ -117,11 +120,11 @@ PickleRef make(PickleValue::Kind kind) {
 
 at::ScalarType storage_dtype(const std::string& cls, const std::string& what) {
   static const std::unordered_map<std::string, at::ScalarType> types = {
-      {"torch.FloatStorage", at::kFloat},   {"torch.DoubleStorage", at::kDouble},
-      {"torch.HalfStorage", at::kHalf},     {"torch.BFloat16Storage", at::kBFloat16},
-      {"torch.LongStorage", at::kLong},     {"torch.IntStorage", at::kInt},
-      {"torch.ShortStorage", at::kShort},   {"torch.CharStorage", at::kChar},
-      {"torch.ByteStorage", at::kByte},     {"torch.BoolStorage", at::kBool},
+      {"torch.FloatStorage", at::kFloat}, {"torch.DoubleStorage", at::kDouble},
+      {"torch.HalfStorage", at::kHalf},   {"torch.BFloat16Storage", at::kBFloat16},
+      {"torch.LongStorage", at::kLong},   {"torch.IntStorage", at::kInt},
+      {"torch.ShortStorage", at::kShort}, {"torch.CharStorage", at::kChar},
+      {"torch.ByteStorage", at::kByte},   {"torch.BoolStorage", at::kBool},
   };
   auto it = types.find(cls);
   if (it == types.end()) throw Error(str(what, ": unsupported storage type '", cls, "'"));
@@ -137,23 +140,43 @@ class Unpickler {
     while (true) {
       const uint8_t op = byte();
       switch (op) {
-        case 0x80: byte(); break;                           // PROTO
-        case 0x95: take(8); break;                          // FRAME (proto 4): ignore framing
-        case '.': return pop();                             // STOP
-        case '(': marks_.push_back(stack_.size()); break;   // MARK
-        case 'N': push(make(PickleValue::Kind::kNone)); break;
-        case 0x88: case 0x89: {                             // NEWTRUE / NEWFALSE
+        case 0x80:  // PROTO
+          byte();
+          break;
+        case 0x95:  // FRAME (proto 4): ignore framing
+          take(8);
+          break;
+        case '.':
+          return pop();  // STOP
+        case '(':  // MARK
+          marks_.push_back(stack_.size());
+          break;
+        case 'N':
+          push(make(PickleValue::Kind::kNone));
+          break;
+        case 0x88:
+        case 0x89: {  // NEWTRUE / NEWFALSE
           auto v = make(PickleValue::Kind::kBool);
           v->b = op == 0x88;
           push(v);
           break;
         }
-        case 'J': push_int(static_cast<int32_t>(uint(4))); break;  // BININT
-        case 'K': push_int(uint(1)); break;                        // BININT1
-        case 'M': push_int(uint(2)); break;                        // BININT2
-        case 0x8a: push_int(long_int(uint(1))); break;             // LONG1
-        case 0x8b: push_int(long_int(uint(4))); break;             // LONG4
-        case 'G': {                                                // BINFLOAT, big-endian
+        case 'J':  // BININT
+          push_int(static_cast<int32_t>(read_uint(4)));
+          break;
+        case 'K':  // BININT1
+          push_int(read_uint(1));
+          break;
+        case 'M':  // BININT2
+          push_int(read_uint(2));
+          break;
+        case 0x8a:  // LONG1
+          push_int(long_int(read_uint(1)));
+          break;
+        case 0x8b:  // LONG4
+          push_int(long_int(read_uint(4)));
+          break;
+        case 'G': {  // BINFLOAT, big-endian
           uint64_t bits = 0;
           for (char c : take(8)) bits = (bits << 8) | static_cast<uint8_t>(c);
           auto v = make(PickleValue::Kind::kFloat);
@@ -161,29 +184,52 @@ class Unpickler {
           push(v);
           break;
         }
-        case 'X': push_text(PickleValue::Kind::kString, uint(4)); break;  // BINUNICODE
-        case 0x8c: push_text(PickleValue::Kind::kString, uint(1)); break; // SHORT_BINUNICODE
-        case 0x8d: push_text(PickleValue::Kind::kString, uint(8)); break; // BINUNICODE8
-        case 'T': push_text(PickleValue::Kind::kString, uint(4)); break;  // BINSTRING
-        case 'U': push_text(PickleValue::Kind::kString, uint(1)); break;  // SHORT_BINSTRING
-        case 'B': push_text(PickleValue::Kind::kBytes, uint(4)); break;   // BINBYTES
-        case 'C': push_text(PickleValue::Kind::kBytes, uint(1)); break;   // SHORT_BINBYTES
-        case ')': push(make(PickleValue::Kind::kTuple)); break;           // EMPTY_TUPLE
-        case ']': push(make(PickleValue::Kind::kList)); break;            // EMPTY_LIST
-        case '}': push(make(PickleValue::Kind::kDict)); break;            // EMPTY_DICT
-        case 't': case 'l': {                                             // TUPLE / LIST
+        case 'X':  // BINUNICODE
+          push_text(PickleValue::Kind::kString, read_uint(4));
+          break;
+        case 0x8c:  // SHORT_BINUNICODE
+          push_text(PickleValue::Kind::kString, read_uint(1));
+          break;
+        case 0x8d:  // BINUNICODE8
+          push_text(PickleValue::Kind::kString, read_uint(8));
+          break;
+        case 'T':  // BINSTRING
+          push_text(PickleValue::Kind::kString, read_uint(4));
+          break;
+        case 'U':  // SHORT_BINSTRING
+          push_text(PickleValue::Kind::kString, read_uint(1));
+          break;
+        case 'B':  // BINBYTES
+          push_text(PickleValue::Kind::kBytes, read_uint(4));
+          break;
+        case 'C':  // SHORT_BINBYTES
+          push_text(PickleValue::Kind::kBytes, read_uint(1));
+          break;
+        case ')':  // EMPTY_TUPLE
+          push(make(PickleValue::Kind::kTuple));
+          break;
+        case ']':  // EMPTY_LIST
+          push(make(PickleValue::Kind::kList));
+          break;
+        case '}':  // EMPTY_DICT
+          push(make(PickleValue::Kind::kDict));
+          break;
+        case 't':
+        case 'l': {  // TUPLE / LIST
           auto v = make(op == 't' ? PickleValue::Kind::kTuple : PickleValue::Kind::kList);
           v->items = pop_to_mark();
           push(v);
           break;
         }
-        case 'd': {                                                       // DICT
+        case 'd': {  // DICT
           auto v = make(PickleValue::Kind::kDict);
           add_pairs(*v, pop_to_mark());
           push(v);
           break;
         }
-        case 0x85: case 0x86: case 0x87: {                                // TUPLE1/2/3
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1/2/3
           auto v = make(PickleValue::Kind::kTuple);
           const size_t n = op - 0x84;
           need(stack_.size() >= n, "stack underflow in TUPLE");
@@ -192,55 +238,70 @@ class Unpickler {
           push(v);
           break;
         }
-        case 'a': {                                                       // APPEND
+        case 'a': {  // APPEND
           auto item = pop();
           list_top()->items.push_back(item);
           break;
         }
-        case 'e': {                                                       // APPENDS
+        case 'e': {  // APPENDS
           auto items = pop_to_mark();
           auto& l = list_top()->items;
           l.insert(l.end(), items.begin(), items.end());
           break;
         }
-        case 's': {                                                       // SETITEM
+        case 's': {  // SETITEM
           auto value = pop();
           auto key = pop();
           add_pairs(*dict_top(), {key, value});
           break;
         }
-        case 'u': {                                                       // SETITEMS
+        case 'u': {  // SETITEMS
           auto items = pop_to_mark();
           add_pairs(*dict_top(), items);
           break;
         }
-        case 'q': memo_[uint(1)] = top(); break;                          // BINPUT
-        case 'r': memo_[uint(4)] = top(); break;                          // LONG_BINPUT
-        case 0x94: memo_[memo_.size()] = top(); break;                    // MEMOIZE
-        case 'h': push(memo(uint(1))); break;                             // BINGET
-        case 'j': push(memo(uint(4))); break;                             // LONG_BINGET
-        case 'c': {                                                       // GLOBAL
+        case 'q':  // BINPUT
+          memo_[read_uint(1)] = top();
+          break;
+        case 'r':  // LONG_BINPUT
+          memo_[read_uint(4)] = top();
+          break;
+        case 0x94:  // MEMOIZE
+          memo_[memo_.size()] = top();
+          break;
+        case 'h':  // BINGET
+          push(memo(read_uint(1)));
+          break;
+        case 'j':  // LONG_BINGET
+          push(memo(read_uint(4)));
+          break;
+        case 'c': {  // GLOBAL
           const std::string module = line(), name = line();
           auto v = make(PickleValue::Kind::kGlobal);
           v->s = module + "." + name;
           push(v);
           break;
         }
-        case 0x93: {                                                      // STACK_GLOBAL
+        case 0x93: {  // STACK_GLOBAL
           auto name = pop(), module = pop();
           auto v = make(PickleValue::Kind::kGlobal);
           v->s = module->s + "." + name->s;
           push(v);
           break;
         }
-        case 'Q': push(persistent_load(*pop())); break;                   // BINPERSID
-        case 'R': case 0x81: {                                            // REDUCE / NEWOBJ
+        case 'Q':  // BINPERSID
+          push(persistent_load(*pop()));
+          break;
+        case 'R':
+        case 0x81: {  // REDUCE / NEWOBJ
           auto args = pop();
           auto callable = pop();
           push(call(*callable, *args));
           break;
         }
-        case 'b': pop(); break;  // BUILD: object state (e.g. a state dict's _metadata) is unused
+        case 'b':  // BUILD: object state (e.g. a state dict's _metadata) is unused
+          pop();
+          break;
         default:
           throw Error(str(what_, ": unsupported pickle opcode 0x", std::hex, int(op), std::dec,
                           " at byte ", pos_ - 1, " of the pickle"));
@@ -259,7 +320,7 @@ class Unpickler {
     return out;
   }
   uint8_t byte() { return static_cast<uint8_t>(take(1)[0]); }
-  uint64_t uint(int bytes) { return le(take(bytes), 0, bytes); }
+  uint64_t read_uint(int bytes) { return le(take(bytes), 0, bytes); }
   int64_t long_int(uint64_t n) {
     need(n <= 8, "integer wider than 64 bits");
     auto b = take(n);
@@ -303,7 +364,8 @@ class Unpickler {
     return out;
   }
   PickleValue* list_top() {
-    need(!stack_.empty() && stack_.back()->kind == PickleValue::Kind::kList, "APPEND to a non-list");
+    need(!stack_.empty() && stack_.back()->kind == PickleValue::Kind::kList,
+         "APPEND to a non-list");
     return stack_.back().get();
   }
   PickleValue* dict_top() {
@@ -356,7 +418,8 @@ class Unpickler {
   PickleRef call(const PickleValue& callable, const PickleValue& args) {
     const std::string& name = callable.s;
     const auto& a = args.items;
-    if (name == "collections.OrderedDict" || name == "builtins.dict") return make(PickleValue::Kind::kDict);
+    if (name == "collections.OrderedDict" || name == "builtins.dict")
+      return make(PickleValue::Kind::kDict);
     if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
       need(a.size() >= 4 && a[0]->kind == PickleValue::Kind::kStorage, "bad _rebuild_tensor args");
       auto v = make(PickleValue::Kind::kTensor);
@@ -365,8 +428,10 @@ class Unpickler {
       // Bounds: the furthest element addressed must lie inside the storage.
       int64_t last = offset;
       for (size_t d = 0; d < size.size() && d < stride.size(); ++d)
-        if (size[d] == 0) last = -1;
-        else if (last >= 0) last += (size[d] - 1) * stride[d];
+        if (size[d] == 0)
+          last = -1;
+        else if (last >= 0)
+          last += (size[d] - 1) * stride[d];
       need(size.size() == stride.size() && offset >= 0 && last < a[0]->tensor.numel(),
            "tensor view outside its storage");
       v->tensor = a[0]->tensor.as_strided(size, stride, offset);
@@ -401,9 +466,12 @@ void flatten_into(const PickleValue& v, const std::string& prefix, NamedTensors&
   if (v.kind != PickleValue::Kind::kDict) return;
   for (const auto& [k, value] : v.dict) {
     std::string key;
-    if (k->kind == PickleValue::Kind::kString) key = k->s;
-    else if (k->kind == PickleValue::Kind::kInt) key = std::to_string(k->i);
-    else continue;
+    if (k->kind == PickleValue::Kind::kString)
+      key = k->s;
+    else if (k->kind == PickleValue::Kind::kInt)
+      key = std::to_string(k->i);
+    else
+      continue;
     flatten_into(*value, prefix.empty() ? key : prefix + "." + key, out);
   }
 }
@@ -418,24 +486,28 @@ const PickleValue* PickleValue::find(const std::string& key) const {
 
 PickleRef parse_pth_bytes(const std::string& bytes, const std::string& what) {
   if (bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x80 && bytes.compare(0, 2, "PK") != 0)
-    throw Error(str(what, ": legacy (pre-1.6) torch.save format is not supported; HINT: re-save it "
-                          "with torch.save(obj, path) from PyTorch >= 1.6"));
+    throw Error(str(what,
+                    ": legacy (pre-1.6) torch.save format is not supported; HINT: re-save it "
+                    "with torch.save(obj, path) from PyTorch >= 1.6"));
   ZipReader zip(bytes, what);
   std::string prefix;
   bool found = false;
   for (const auto& name : zip.names()) {
     const std::string tail = "data.pkl";
-    if (name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
+    if (name.size() >= tail.size() &&
+        name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
         name.find('/') == name.size() - tail.size() - 1) {
       prefix = name.substr(0, name.size() - tail.size());
       found = true;
       break;
     }
   }
-  if (!found) throw Error(str(what, ": zip archive without a <name>/data.pkl entry: not a torch.save file"));
+  if (!found)
+    throw Error(str(what, ": zip archive without a <name>/data.pkl entry: not a torch.save file"));
   if (zip.has(prefix + "byteorder")) {
     const auto order = zip.read(prefix + "byteorder");
-    DETSEG_CHECK(order == "little", what, ": byte order '", std::string(order), "' is not supported");
+    DETSEG_CHECK(order == "little", what, ": byte order '", std::string(order),
+                 "' is not supported");
   }
   return Unpickler(zip.read(prefix + "data.pkl"), zip, prefix, what).run();
 }
@@ -455,14 +527,16 @@ NamedTensors read_pth_state_dict(const std::string& path, const std::string& key
     size_t start = 0;
     while (node && start <= key.size()) {
       const size_t dot = key.find('.', start);
-      node = node->find(key.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+      node =
+          node->find(key.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
       if (dot == std::string::npos) break;
       start = dot + 1;
     }
     DETSEG_CHECK(node, path, ": no entry '", key, "' in the saved object");
   } else {
     bool direct = false;
-    for (const auto& kv : node->dict) direct = direct || kv.second->kind == PickleValue::Kind::kTensor;
+    for (const auto& kv : node->dict)
+      direct = direct || kv.second->kind == PickleValue::Kind::kTensor;
     if (!direct)
       for (const char* k : {"state_dict", "model", "model_state_dict"})
         if (const PickleValue* sub = node->find(k)) {

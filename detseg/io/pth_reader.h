@@ -18,16 +18,29 @@ struct PickleValue;
 using PickleRef = std::shared_ptr<PickleValue>;
 
 struct PickleValue {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kBytes, kTuple, kList, kDict, kTensor,
-                    kStorage, kGlobal, kObject };
+  enum class Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kBytes,
+    kTuple,
+    kList,
+    kDict,
+    kTensor,
+    kStorage,
+    kGlobal,
+    kObject
+  };
   Kind kind = Kind::kNone;
   bool b = false;
   int64_t i = 0;
   double f = 0;
-  std::string s;                                // string, bytes, "module.name" of a global/object
-  std::vector<PickleRef> items;                 // tuple, list, object constructor arguments
+  std::string s;                 // string, bytes, "module.name" of a global/object
+  std::vector<PickleRef> items;  // tuple, list, object constructor arguments
   std::vector<std::pair<PickleRef, PickleRef>> dict;  // insertion order kept
-  at::Tensor tensor;                            // tensor, or the flat storage
+  at::Tensor tensor;                                  // tensor, or the flat storage
 
   // The value under a string key of a dict, or nullptr.
   const PickleValue* find(const std::string& key) const;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -25,7 +26,9 @@ void put_varint(std::string& out, uint64_t v) {
 void put_fixed(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
-void put_tag(std::string& out, int field, int wire) { put_varint(out, uint64_t(field) << 3 | wire); }
+void put_tag(std::string& out, int field, int wire) {
+  put_varint(out, uint64_t(field) << 3 | wire);
+}
 void put_bytes(std::string& out, int field, const std::string& bytes) {
   put_tag(out, field, 2);
   put_varint(out, bytes.size());
@@ -40,9 +43,9 @@ void put_double(std::string& out, int field, double v) {
 
 std::string event_header(double wall_time, int64_t step) {
   std::string e;
-  put_double(e, 1, wall_time);                   // Event.wall_time
+  put_double(e, 1, wall_time);  // Event.wall_time
   if (step != 0) {
-    put_tag(e, 2, 0);                            // Event.step
+    put_tag(e, 2, 0);  // Event.step
     put_varint(e, static_cast<uint64_t>(step));
   }
   return e;
@@ -78,11 +81,16 @@ struct ProtoReader {
     return out;
   }
   void skip(int wire) {
-    if (wire == 0) varint();
-    else if (wire == 1) fixed(8);
-    else if (wire == 2) bytes();
-    else if (wire == 5) fixed(4);
-    else throw Error(str(what, ": unsupported protobuf wire type ", wire));
+    if (wire == 0)
+      varint();
+    else if (wire == 1)
+      fixed(8);
+    else if (wire == 2)
+      bytes();
+    else if (wire == 5)
+      fixed(4);
+    else
+      throw Error(str(what, ": unsupported protobuf wire type ", wire));
   }
 };
 
@@ -94,12 +102,13 @@ uint32_t read_u32(const std::string& s, size_t at) {
 
 }  // namespace
 
-std::string encode_scalar_event(double wall_time, int64_t step, const std::string& tag, float value) {
+std::string encode_scalar_event(double wall_time, int64_t step, const std::string& tag,
+                                float value) {
   std::string v;
   put_bytes(v, 1, tag);  // Summary.Value.tag
   uint32_t bits;
   std::memcpy(&bits, &value, 4);
-  put_tag(v, 2, 5);      // Summary.Value.simple_value (fixed32)
+  put_tag(v, 2, 5);  // Summary.Value.simple_value (fixed32)
   put_fixed(v, bits, 4);
   std::string summary;
   put_bytes(summary, 1, v);  // Summary.value

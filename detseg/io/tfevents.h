@@ -11,9 +11,10 @@
 namespace detseg {
 
 // Protobuf encodings, exposed for tests.
-std::string encode_scalar_event(double wall_time, int64_t step, const std::string& tag, float value);
+std::string encode_scalar_event(double wall_time, int64_t step, const std::string& tag,
+                                float value);
 std::string encode_file_version_event(double wall_time);  // "brain.Event:2"
-std::string frame_tfrecord(const std::string& payload);    // length, CRCs, payload
+std::string frame_tfrecord(const std::string& payload);   // length, CRCs, payload
 
 class EventWriter {
  public:

@@ -13,28 +13,31 @@
 //   footer    "DSCKEND\0" + u32 CRC32C of every byte before the footer
 #include "detseg/train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <ATen/CPUGeneratorImpl.h>
-#include <nlohmann/json.hpp>
+#include <fcntl.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/io/crc32c.h"
+#include "detseg/io/dtype_codes.h"
+#include "detseg/train/ema.h"
 
 namespace detseg {
 namespace fs = std::filesystem;
@@ -48,25 +51,15 @@ constexpr size_t kPrefixBytes = 24;
 constexpr size_t kFooterBytes = 12;
 constexpr const char* kSections[] = {"model", "ema", "rng"};
 
-struct DtypeName {
-  at::ScalarType type;
-  const char* name;
-};
-constexpr DtypeName kDtypes[] = {
-    {at::kFloat, "f32"}, {at::kDouble, "f64"}, {at::kHalf, "f16"}, {at::kBFloat16, "bf16"},
-    {at::kLong, "i64"},  {at::kInt, "i32"},    {at::kShort, "i16"}, {at::kChar, "i8"},
-    {at::kByte, "u8"},   {at::kBool, "bool"},
-};
-
 const char* dtype_name(at::ScalarType t) {
-  for (const auto& d : kDtypes)
-    if (d.type == t) return d.name;
-  throw Error(str("checkpoint: unsupported tensor dtype ", t));
+  const DtypeCode* d = find_dtype_code(t);
+  if (!d) throw Error(str("checkpoint: unsupported tensor dtype ", t));
+  return d->checkpoint;
 }
 
 std::optional<at::ScalarType> dtype_from_name(const std::string& name) {
-  for (const auto& d : kDtypes)
-    if (name == d.name) return d.type;
+  for (const auto& d : kDtypeCodes)
+    if (name == d.checkpoint) return d.type;
   return std::nullopt;
 }
 
@@ -86,8 +79,10 @@ uint64_t get_le(const char* p, int bytes) {
 class AtomicWriter {
  public:
   AtomicWriter(std::string path, size_t total, const WriteProgressHook& hook)
-      : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())),
-        total_(total), hook_(hook) {
+      : path_(std::move(path)),
+        tmp_(path_ + ".tmp." + std::to_string(::getpid())),
+        total_(total),
+        hook_(hook) {
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     DETSEG_CHECK(fd_ >= 0, tmp_, ": cannot create: ", std::strerror(errno));
   }
@@ -119,7 +114,8 @@ class AtomicWriter {
     fd_ = -1;
     if (!ok || ::rename(tmp_.c_str(), path_.c_str()) != 0) {
       ::unlink(tmp_.c_str());
-      throw Error(str(path_, ": cannot finish checkpoint write: ", std::strerror(ok ? errno : err)));
+      throw Error(
+          str(path_, ": cannot finish checkpoint write: ", std::strerror(ok ? errno : err)));
     }
     const fs::path parent = fs::path(path_).parent_path();
     int dfd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY);
@@ -143,7 +139,8 @@ std::string section_error(const std::string& path, const std::string& what) {
 
 }  // namespace
 
-void write_checkpoint(const std::string& path, const Checkpoint& ckpt, const WriteProgressHook& hook) {
+void write_checkpoint(const std::string& path, const Checkpoint& ckpt,
+                      const WriteProgressHook& hook) {
   DETSEG_CHECK(json::accept(ckpt.metadata_json), path, ": checkpoint metadata is not valid JSON");
   // Contiguous CPU copies first: their sizes fix the payload offsets in the header.
   std::vector<at::Tensor> payload_tensors;
@@ -224,18 +221,22 @@ Checkpoint read_checkpoint(const std::string& path) {
   try {
     const uint64_t payload_bytes = header.at("payload_bytes").get<uint64_t>();
     const uint64_t expected = kPrefixBytes + header_len + payload_bytes + kFooterBytes;
-    DETSEG_CHECK(data.size() == expected, path,
-                 data.size() < expected ? ": truncated checkpoint (" : ": checkpoint has trailing bytes (",
-                 data.size(), " bytes, its header says ", expected, ")");
+    DETSEG_CHECK(
+        data.size() == expected, path,
+        data.size() < expected ? ": truncated checkpoint (" : ": checkpoint has trailing bytes (",
+        data.size(), " bytes, its header says ", expected, ")");
     const size_t footer_at = data.size() - kFooterBytes;
     DETSEG_CHECK(std::memcmp(data.data() + footer_at, kFooterMagic, sizeof(kFooterMagic)) == 0,
                  section_error(path, "footer magic missing"));
     const uint32_t stored_crc = static_cast<uint32_t>(get_le(data.data() + footer_at + 8, 4));
     const uint32_t crc = crc32c(data.data(), footer_at);
-    DETSEG_CHECK(stored_crc == crc, section_error(path, "CRC32C mismatch (the bytes changed after "
-                                                        "it was written)"));
+    DETSEG_CHECK(stored_crc == crc, section_error(path,
+                                                  "CRC32C mismatch (the bytes changed after "
+                                                  "it was written)"));
     const char* payload = data.data() + kPrefixBytes + header_len;
-    auto in_payload = [&](uint64_t off, uint64_t n) { return off <= payload_bytes && n <= payload_bytes - off; };
+    auto in_payload = [&](uint64_t off, uint64_t n) {
+      return off <= payload_bytes && n <= payload_bytes - off;
+    };
     ckpt.step = header.at("step").get<int64_t>();
     ckpt.metadata_json = header.at("metadata").dump();
     NamedTensors* sections[] = {&ckpt.model, &ckpt.ema, &ckpt.rng};
@@ -243,11 +244,13 @@ Checkpoint read_checkpoint(const std::string& path) {
       for (const auto& e : header.at("tensors").at(kSections[s])) {
         const std::string name = e.at(0).get<std::string>();
         const auto dtype = dtype_from_name(e.at(1).get<std::string>());
-        DETSEG_CHECK(dtype, section_error(path, str("tensor '", name, "' has unknown dtype ", e.at(1))));
+        DETSEG_CHECK(dtype,
+                     section_error(path, str("tensor '", name, "' has unknown dtype ", e.at(1))));
         const auto shape = e.at(2).get<std::vector<int64_t>>();
         const uint64_t off = e.at(3).get<uint64_t>(), nbytes = e.at(4).get<uint64_t>();
         at::Tensor t = at::empty(shape, at::TensorOptions(*dtype));
-        DETSEG_CHECK(nbytes == static_cast<uint64_t>(t.numel() * t.element_size()) && in_payload(off, nbytes),
+        DETSEG_CHECK(nbytes == static_cast<uint64_t>(t.numel() * t.element_size()) &&
+                         in_payload(off, nbytes),
                      section_error(path, str("tensor '", name, "' has inconsistent size/offset")));
         if (nbytes) std::memcpy(t.data_ptr(), payload + off, nbytes);
         sections[s]->emplace_back(name, std::move(t));
@@ -272,7 +275,8 @@ NamedTensors module_state(const torch::nn::Module& module) {
   return out;
 }
 
-void load_module_state(torch::nn::Module& module, const NamedTensors& state, const std::string& what) {
+void load_module_state(torch::nn::Module& module, const NamedTensors& state,
+                       const std::string& what) {
   std::unordered_map<std::string, const at::Tensor*> by_name;
   for (const auto& [name, t] : state) by_name[name] = &t;
   std::vector<std::string> missing, mismatched;
@@ -297,8 +301,9 @@ void load_module_state(torch::nn::Module& module, const NamedTensors& state, con
     return s;
   };
   DETSEG_CHECK(missing.empty() && mismatched.empty() && unexpected.empty(), what,
-               ": model state does not match the model;", missing.empty() ? "" : " missing: ",
-               join(missing), mismatched.empty() ? "" : " shape mismatch: ", join(mismatched),
+               ": model state does not match the model;",
+               missing.empty() ? "" : " missing: ", join(missing),
+               mismatched.empty() ? "" : " shape mismatch: ", join(mismatched),
                unexpected.empty() ? "" : " unexpected: ", join(unexpected));
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : targets) t.copy_(*by_name.at(name));
@@ -335,9 +340,55 @@ void restore_rng_states(const NamedTensors& states) {
   }
 }
 
+// ---- whole training state
+
+Checkpoint capture_training_state(int64_t step, const torch::nn::Module& model,
+                                  torch::optim::Optimizer* optimizer, const WeightEma* ema,
+                                  std::string metadata_json) {
+  Checkpoint c;
+  c.step = step;
+  c.model = module_state(model);
+  if (optimizer) c.optimizer = optimizer_state_bytes(*optimizer);
+  if (ema) {
+    DETSEG_CHECK(!ema->swapped(), "checkpoint while the EMA averages are swapped into the model");
+    c.ema = ema->shadow();
+  }
+  c.rng = rng_states();
+  c.metadata_json = std::move(metadata_json);
+  return c;
+}
+
+int64_t restore_training_state(const std::string& path, torch::nn::Module& model,
+                               torch::optim::Optimizer* optimizer, WeightEma* ema) {
+  const Checkpoint c = read_checkpoint(path);
+  load_module_state(model, c.model, path);
+  if (optimizer && !c.optimizer.empty()) load_optimizer_state(*optimizer, c.optimizer);
+  if (ema && !c.ema.empty()) ema->load(c.ema);
+  restore_rng_states(c.rng);
+  return c.step;
+}
+
+int64_t load_weights_for_eval(const std::string& path, torch::nn::Module& model, bool use_ema) {
+  const Checkpoint c = read_checkpoint(path);
+  load_module_state(model, c.model, path);
+  if (use_ema && !c.ema.empty()) {
+    std::unordered_map<std::string, at::Tensor> targets;
+    for (auto& [name, t] : module_state(model)) targets.emplace(name, t);
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, avg] : c.ema) {
+      auto it = targets.find(name);
+      DETSEG_CHECK(it != targets.end() && it->second.sizes() == avg.sizes(), path, ": EMA tensor '",
+                   name, "' does not match the model");
+      it->second.copy_(avg);
+    }
+  }
+  return c.step;
+}
+
 // ---- manager
 
-CheckpointManager::CheckpointManager(CheckpointManagerOptions options) : options_(std::move(options)) {
+CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
+    : options_(std::move(options)) {
   DETSEG_CONFIG_CHECK(!options_.model_dir.empty(), "checkpoint manager: model_dir is empty");
   DETSEG_CONFIG_CHECK(options_.keep >= 0, "checkpoints to keep must be >= 0, got ", options_.keep);
   DETSEG_CONFIG_CHECK(options_.save_every_steps > 0, "checkpoint every N steps must be > 0, got ",
@@ -352,7 +403,9 @@ std::string CheckpointManager::index_path() const {
   return (fs::path(options_.model_dir) / "checkpoint_index.json").string();
 }
 
-bool CheckpointManager::due(int64_t step) const { return step > 0 && step % options_.save_every_steps == 0; }
+bool CheckpointManager::due(int64_t step) const {
+  return step > 0 && step % options_.save_every_steps == 0;
+}
 
 std::vector<CheckpointEntry> CheckpointManager::list() const {
   std::vector<CheckpointEntry> out;
@@ -414,6 +467,32 @@ std::string CheckpointManager::save(const Checkpoint& checkpoint, const WritePro
   index["checkpoints"] = std::move(kept);
   write_file_atomic(index_path(), index.dump(2) + "\n");
   return path;
+}
+
+CheckpointWatcher::CheckpointWatcher(CheckpointWatchOptions options)
+    : options_(std::move(options)) {
+  DETSEG_CONFIG_CHECK(!options_.checkpoint_dir.empty(), "checkpoint watcher: no checkpoint dir");
+  DETSEG_CONFIG_CHECK(options_.wait_interval_s >= 0 && options_.poll_interval_s > 0,
+                      "checkpoint watcher: wait interval must be >= 0 and poll interval > 0");
+}
+
+std::optional<std::string> CheckpointWatcher::next() {
+  using clock = std::chrono::steady_clock;
+  const CheckpointManager manager(CheckpointManagerOptions{options_.checkpoint_dir});
+  const double limit = last_ ? options_.wait_interval_s : options_.first_checkpoint_timeout_s;
+  const auto start = clock::now();
+  while (true) {
+    const auto latest = manager.latest();
+    if (latest && latest != last_) {
+      last_ = latest;
+      return latest;
+    }
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    if (limit >= 0 && waited >= limit) return std::nullopt;
+    const double nap =
+        limit >= 0 ? std::min(options_.poll_interval_s, limit - waited) : options_.poll_interval_s;
+    std::this_thread::sleep_for(std::chrono::duration<double>(nap));
+  }
 }
 
 bool model_dir_has_checkpoint(const std::string& model_dir) {

@@ -11,18 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include <torch/types.h>
-
 #include "detseg/io/named_tensors.h"
-
-namespace torch {
-namespace nn {
-class Module;
-}
-namespace optim {
-class Optimizer;
-}
-}  // namespace torch
+#include "detseg/train/torch_fwd.h"
 
 namespace detseg {
 
@@ -31,10 +21,10 @@ constexpr const char* kCheckpointExtension = ".dsckpt";
 
 struct Checkpoint {
   int64_t step = 0;
-  NamedTensors model;        // parameters and buffers, module order
-  NamedTensors ema;          // EMA averages; empty when EMA is off
-  NamedTensors rng;          // generator states, e.g. {"cpu", uint8 state}
-  std::string optimizer;     // torch::serialize archive bytes; empty when not saved
+  NamedTensors model;                // parameters and buffers, module order
+  NamedTensors ema;                  // EMA averages; empty when EMA is off
+  NamedTensors rng;                  // generator states, e.g. {"cpu", uint8 state}
+  std::string optimizer;             // torch::serialize archive bytes; empty when not saved
   std::string metadata_json = "{}";  // a small JSON object (config name, version, metrics...)
 };
 
@@ -58,13 +48,30 @@ void load_module_state(torch::nn::Module& module, const NamedTensors& state,
                        const std::string& what);
 std::string optimizer_state_bytes(torch::optim::Optimizer& optimizer);
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& bytes);
-NamedTensors rng_states();                       // {"cpu": default CPU generator state}
+NamedTensors rng_states();  // {"cpu": default CPU generator state}
 void restore_rng_states(const NamedTensors& states);
+
+// ---- whole training state
+class WeightEma;
+
+// What a resumable checkpoint holds: model state, optimizer state (when given), EMA averages
+// (when given) and the RNG states.
+Checkpoint capture_training_state(int64_t step, const torch::nn::Module& model,
+                                  torch::optim::Optimizer* optimizer, const WeightEma* ema,
+                                  std::string metadata_json = "{}");
+// Restores model, optimizer (when given and saved), EMA (when given and saved) and RNG states
+// from `path`; returns the checkpoint's step, from which training continues.
+int64_t restore_training_state(const std::string& path, torch::nn::Module& model,
+                               torch::optim::Optimizer* optimizer, WeightEma* ema);
+// For evaluation and export: the model state, then the EMA averages over it when the checkpoint
+// has them (use_ema). Returns the step.
+int64_t load_weights_for_eval(const std::string& path, torch::nn::Module& model,
+                              bool use_ema = true);
 
 // ---- model_dir/ management
 struct CheckpointManagerOptions {
   std::string model_dir;
-  int keep = 7;                  // newest N kept; older ones deleted after each save (0: keep all)
+  int keep = 7;  // newest N kept; older ones deleted after each save (0: keep all)
   int64_t save_every_steps = 1000;
 };
 
@@ -90,6 +97,28 @@ class CheckpointManager {
 
  private:
   CheckpointManagerOptions options_;
+};
+
+// Continuous evaluation (the reference's eval_continuously): yields each new latest checkpoint
+// of a training run once, and stops after wait_interval_s seconds without a new one.
+struct CheckpointWatchOptions {
+  std::string checkpoint_dir;
+  double wait_interval_s = 180;            // give up after this long with nothing new
+  double poll_interval_s = 1.0;            // how often the folder is checked
+  double first_checkpoint_timeout_s = -1;  // before the first checkpoint; < 0 waits forever
+};
+
+class CheckpointWatcher {
+ public:
+  explicit CheckpointWatcher(CheckpointWatchOptions options);
+  // Blocks until the run's latest checkpoint differs from the one returned before and returns
+  // it (checkpoints written meanwhile and already superseded are skipped, as the reference);
+  // nullopt once the wait runs out.
+  std::optional<std::string> next();
+
+ private:
+  CheckpointWatchOptions options_;
+  std::optional<std::string> last_;
 };
 
 // True when `model_dir` holds at least one checkpoint of ours (fine-tuning must then not run).

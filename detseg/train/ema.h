@@ -8,20 +8,13 @@
 #include <utility>
 #include <vector>
 
-#include <torch/types.h>
-
 #include "detseg/io/named_tensors.h"
-
-namespace torch {
-namespace nn {
-class Module;
-}
-}  // namespace torch
+#include "detseg/train/torch_fwd.h"
 
 namespace detseg {
 
 struct EmaOptions {
-  double decay = 0.9998;      // the reference's moving_average_decay
+  double decay = 0.9998;        // the reference's moving_average_decay
   bool use_num_updates = true;  // decay = min(decay, (1 + n) / (10 + n))
 };
 

@@ -10,18 +10,12 @@
 
 #include "detseg/core/error.h"
 #include "detseg/io/pth_reader.h"
+#include "detseg/io/safetensors.h"
 #include "detseg/train/checkpoint.h"
+#include "detseg/train/name_pattern.h"
 
 namespace detseg {
 namespace {
-
-std::regex compile(const std::string& pattern, const char* what) {
-  try {
-    return std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw ConfigError(str("invalid fine-tune ", what, " pattern '", pattern, "': ", e.what()));
-  }
-}
 
 std::string join_some(const std::vector<std::string>& items, size_t limit = 8) {
   std::string s;
@@ -35,15 +29,15 @@ std::string join_some(const std::vector<std::string>& items, size_t limit = 8) {
 FineTuneType parse_fine_tune_type(const std::string& name) {
   if (name == "detection") return FineTuneType::kDetection;
   if (name == "classification") return FineTuneType::kClassification;
-  throw ConfigError(str("unknown fine-tune checkpoint type '", name,
-                        "' (valid: detection, classification)"));
+  throw ConfigError(
+      str("unknown fine-tune checkpoint type '", name, "' (valid: detection, classification)"));
 }
 
 std::string FineTuneSummary::to_string() const {
   std::ostringstream os;
-  os << "fine-tune: loaded " << loaded.size() << ", skipped " << skipped.size() << ", shape mismatches "
-     << mismatched.size() << ", outside the restored scope " << outside_scope
-     << ", unused checkpoint tensors " << unused_in_checkpoint;
+  os << "fine-tune: loaded " << loaded.size() << ", skipped " << skipped.size()
+     << ", shape mismatches " << mismatched.size() << ", outside the restored scope "
+     << outside_scope << ", unused checkpoint tensors " << unused_in_checkpoint;
   for (const auto& [name, why] : skipped) os << "\n  skipped " << name << ": " << why;
   for (const auto& m : mismatched) os << "\n  mismatch " << m;
   return os.str();
@@ -63,17 +57,23 @@ NamedTensors read_weights_file(const std::string& path, const std::string& pth_k
     }
     return ckpt.model;
   }
+  const std::string ext = ".safetensors";
+  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return read_safetensors(path);
   return read_pth_state_dict(path, pth_key);
 }
 
 FineTuneSummary apply_fine_tune(torch::nn::Module& model, const NamedTensors& source,
                                 const FineTuneOptions& options) {
   const FineTuneType type = parse_fine_tune_type(options.type);
-  const std::regex feature_re = compile(options.feature_extractor_pattern, "feature extractor");
+  const std::regex feature_re =
+      compile_name_pattern(options.feature_extractor_pattern, "fine-tune feature extractor");
   const bool has_exclude = !options.exclude_pattern.empty();
-  const std::regex exclude_re = compile(has_exclude ? options.exclude_pattern : "$^", "exclude");
+  const std::regex exclude_re =
+      compile_name_pattern(has_exclude ? options.exclude_pattern : "$^", "fine-tune exclude");
   std::vector<std::pair<std::regex, std::string>> rules;
-  for (const auto& r : options.scope_map) rules.emplace_back(compile(r.pattern, "scope map"), r.replacement);
+  for (const auto& r : options.scope_map)
+    rules.emplace_back(compile_name_pattern(r.pattern, "fine-tune scope map"), r.replacement);
   const bool all_vars = type == FineTuneType::kDetection && options.load_all_detection_vars;
 
   std::unordered_map<std::string, const at::Tensor*> by_name;
@@ -102,8 +102,8 @@ FineTuneSummary apply_fine_tune(torch::nn::Module& model, const NamedTensors& so
     }
     used.insert(theirs);
     if (it->second->sizes() != target.sizes()) {
-      summary.mismatched.push_back(str(name, ": ", target.sizes(), " vs checkpoint '", theirs, "': ",
-                                       it->second->sizes()));
+      summary.mismatched.push_back(
+          str(name, ": ", target.sizes(), " vs checkpoint '", theirs, "': ", it->second->sizes()));
       continue;
     }
     summary.loaded.push_back(name);
@@ -115,8 +115,9 @@ FineTuneSummary apply_fine_tune(torch::nn::Module& model, const NamedTensors& so
                ": fine-tune checkpoint lacks ", missing.size(), " tensors: ", join_some(missing),
                "; HINT: fix the scope map, or set skip_missing");
   DETSEG_CHECK(options.skip_mismatched || summary.mismatched.empty(), options.checkpoint,
-               ": fine-tune shape mismatch for ", summary.mismatched.size(), " tensors: ",
-               join_some(summary.mismatched), "; HINT: exclude them or set skip_mismatched");
+               ": fine-tune shape mismatch for ", summary.mismatched.size(),
+               " tensors: ", join_some(summary.mismatched),
+               "; HINT: exclude them or set skip_mismatched");
   torch::NoGradGuard no_grad;
   for (auto& [target, src] : copies) target.copy_(*src);
   return summary;
@@ -126,10 +127,11 @@ bool should_fine_tune(const FineTuneOptions& options, const std::string& model_d
   return !options.checkpoint.empty() && !model_dir_has_checkpoint(model_dir);
 }
 
-FineTuneSummary fine_tune_from_checkpoint(torch::nn::Module& model, const FineTuneOptions& options) {
+FineTuneSummary fine_tune_from_checkpoint(torch::nn::Module& model,
+                                          const FineTuneOptions& options) {
   DETSEG_CONFIG_CHECK(!options.checkpoint.empty(), "fine-tune: no checkpoint path given");
-  return apply_fine_tune(model, read_weights_file(options.checkpoint, options.pth_key, options.use_ema),
-                         options);
+  return apply_fine_tune(
+      model, read_weights_file(options.checkpoint, options.pth_key, options.use_ema), options);
 }
 
 }  // namespace detseg

@@ -10,12 +10,7 @@
 #include <vector>
 
 #include "detseg/io/named_tensors.h"
-
-namespace torch {
-namespace nn {
-class Module;
-}
-}  // namespace torch
+#include "detseg/train/torch_fwd.h"
 
 namespace detseg {
 
@@ -30,18 +25,18 @@ struct ScopeRule {
 };
 
 struct FineTuneOptions {
-  std::string checkpoint;          // .dsckpt or torch.save file; empty: no fine-tuning
+  std::string checkpoint;          // .dsckpt, .safetensors or torch.save file; empty: none
   std::string type = "detection";  // detection|classification
   // detection: load every variable (true) or only the feature extractor (false, the reference's
   // default). classification always loads only the feature extractor.
   bool load_all_detection_vars = false;
   std::string feature_extractor_pattern = R"(^backbone\.)";  // regex_search on our names
-  std::vector<ScopeRule> scope_map;  // applied in order
-  std::string exclude_pattern;       // our names matching it are not loaded (e.g. last layers)
-  bool skip_missing = false;         // a selected name absent from the checkpoint: skip or Error
-  bool skip_mismatched = false;      // a shape mismatch: skip or Error
-  std::string pth_key;               // for .pth files, see read_pth_state_dict
-  bool use_ema = false;              // for .dsckpt files: the EMA weights when present
+  std::vector<ScopeRule> scope_map;                          // applied in order
+  std::string exclude_pattern;   // our names matching it are not loaded (e.g. last layers)
+  bool skip_missing = false;     // a selected name absent from the checkpoint: skip or Error
+  bool skip_mismatched = false;  // a shape mismatch: skip or Error
+  std::string pth_key;           // for .pth files, see read_pth_state_dict
+  bool use_ema = false;          // for .dsckpt files: the EMA weights when present
 };
 
 struct FineTuneSummary {
@@ -53,8 +48,8 @@ struct FineTuneSummary {
   std::string to_string() const;        // a few lines for the log
 };
 
-// The named tensors of a weights file: our checkpoint format when it has our magic, otherwise a
-// torch.save zip. Throws Error naming the file.
+// The named tensors of a weights file: our checkpoint format when it has our magic, safetensors
+// when the name ends in .safetensors, otherwise a torch.save zip. Throws Error naming the file.
 NamedTensors read_weights_file(const std::string& path, const std::string& pth_key = "",
                                bool use_ema = false);
 

@@ -8,17 +8,10 @@
 #include <regex>
 
 #include "detseg/core/error.h"
+#include "detseg/train/name_pattern.h"
 
 namespace detseg {
 namespace {
-
-std::regex compile_pattern(const std::string& pattern, const char* what) {
-  try {
-    return std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw ConfigError(str("invalid ", what, " pattern '", pattern, "': ", e.what()));
-  }
-}
 
 std::string escape_regex(const std::string& text) {
   static const std::string special = R"(\^$.|?*+()[]{})";
@@ -35,7 +28,8 @@ std::string escape_regex(const std::string& text) {
 std::vector<GradientMultiplier> deeplab_gradient_multipliers(
     const std::vector<std::string>& last_layers, double last_layer_multiplier) {
   std::vector<GradientMultiplier> rules{{R"((^|\.)bias$)", 2.0}};
-  for (const auto& layer : last_layers) rules.push_back({escape_regex(layer), last_layer_multiplier});
+  for (const auto& layer : last_layers)
+    rules.push_back({escape_regex(layer), last_layer_multiplier});
   return rules;
 }
 
@@ -53,14 +47,15 @@ std::vector<torch::Tensor> ParameterSelection::l2_tensors() const {
 }
 
 ParameterSelection select_parameters(torch::nn::Module& model, const OptimizerOptions& options) {
-  const std::regex l2_re = compile_pattern(options.l2_pattern, "l2");
+  const std::regex l2_re = compile_name_pattern(options.l2_pattern, "l2");
   const bool has_freeze = !options.freeze_pattern.empty();
-  const std::regex freeze_re = compile_pattern(has_freeze ? options.freeze_pattern : "$^", "freeze");
+  const std::regex freeze_re =
+      compile_name_pattern(has_freeze ? options.freeze_pattern : "$^", "freeze");
   std::vector<std::pair<std::regex, double>> multipliers;
   for (const auto& m : options.multipliers) {
     DETSEG_CONFIG_CHECK(std::isfinite(m.factor) && m.factor >= 0, "gradient multiplier for '",
                         m.pattern, "' must be a finite number >= 0, got ", m.factor);
-    multipliers.emplace_back(compile_pattern(m.pattern, "gradient multiplier"), m.factor);
+    multipliers.emplace_back(compile_name_pattern(m.pattern, "gradient multiplier"), m.factor);
   }
   ParameterSelection sel;
   for (auto& item : model.named_parameters(/*recurse=*/true)) {
@@ -142,8 +137,8 @@ TrainOptimizer build_optimizer(const ParameterSelection& params, const Optimizer
                  .momentum(o.momentum);
     out.optimizer = std::make_unique<optim::RMSprop>(make_groups(d), d);
   } else {
-    throw ConfigError(str("unknown optimizer '", o.type,
-                          "' (valid: momentum, sgd, adam, adamw, rmsprop)"));
+    throw ConfigError(
+        str("unknown optimizer '", o.type, "' (valid: momentum, sgd, adam, adamw, rmsprop)"));
   }
   return out;
 }
@@ -166,8 +161,7 @@ double clip_gradients_by_global_norm(const std::vector<torch::Tensor>& params, d
   std::vector<torch::Tensor> squares;
   for (const auto& p : params)
     if (p.grad().defined()) squares.push_back(p.grad().to(torch::kDouble).pow(2).sum());
-  const double norm =
-      squares.empty() ? 0.0 : std::sqrt(torch::stack(squares).sum().item<double>());
+  const double norm = squares.empty() ? 0.0 : std::sqrt(torch::stack(squares).sum().item<double>());
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
     const double scale = max_norm / norm;
     for (const auto& p : params) {

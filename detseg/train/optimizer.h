@@ -8,16 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/types.h>
-
-namespace torch {
-namespace nn {
-class Module;
-}
-namespace optim {
-class Optimizer;
-}
-}  // namespace torch
+#include "detseg/train/torch_fwd.h"
 
 namespace detseg {
 
@@ -33,11 +24,11 @@ struct OptimizerOptions {
   std::string type = "momentum";  // momentum|sgd|adam|adamw|rmsprop
   double momentum = 0.9;          // momentum / rmsprop momentum
   bool nesterov = false;
-  double beta1 = 0.9;             // adam / adamw
+  double beta1 = 0.9;  // adam / adamw
   double beta2 = 0.999;
-  double epsilon = 1e-8;          // adam / adamw / rmsprop
+  double epsilon = 1e-8;             // adam / adamw / rmsprop
   double adamw_weight_decay = 0.01;  // decoupled decay of AdamW (separate from the L2 term)
-  double rmsprop_decay = 0.9;     // smoothing constant (torch's alpha)
+  double rmsprop_decay = 0.9;        // smoothing constant (torch's alpha)
   // L2 regularisation as its own loss term: weight_decay * sum(||w||^2 / 2) over parameters whose
   // name matches l2_pattern and which have at least l2_min_dim dimensions. The dimension rule
   // keeps norm-layer scales (1-D `weight`s) out, as the reference's kernel|weight regex does for

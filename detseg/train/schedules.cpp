@@ -15,9 +15,12 @@ struct KindName {
   const char* name;
 };
 constexpr KindName kKindNames[] = {
-    {LrScheduleKind::kConstant, "constant"},     {LrScheduleKind::kStepwise, "stepwise"},
-    {LrScheduleKind::kCosine, "cosine"},         {LrScheduleKind::kCosineWarmup, "cosine_warmup"},
-    {LrScheduleKind::kPolynomial, "polynomial"}, {LrScheduleKind::kStep, "step"},
+    {LrScheduleKind::kConstant, "constant"},
+    {LrScheduleKind::kStepwise, "stepwise"},
+    {LrScheduleKind::kCosine, "cosine"},
+    {LrScheduleKind::kCosineWarmup, "cosine_warmup"},
+    {LrScheduleKind::kPolynomial, "polynomial"},
+    {LrScheduleKind::kStep, "step"},
     {LrScheduleKind::kPoly, "poly"},
 };
 
@@ -61,12 +64,12 @@ Schedule resolve_schedule(const ScheduleOptions& o) {
   DETSEG_CONFIG_CHECK(o.power > 0, "lr power must be > 0, got ", o.power);
   DETSEG_CONFIG_CHECK(o.slow_start_steps >= 0, "slow_start_steps must be >= 0, got ",
                       o.slow_start_steps);
-  s.lr = o.scale_with_batch
-             ? o.learning_rate * static_cast<double>(o.global_batch) / static_cast<double>(o.lr_base_batch)
-             : o.learning_rate;
-  const bool need_epochs = o.total_steps < 0 || o.warmup_steps < 0 ||
-                           (s.kind == LrScheduleKind::kStepwise &&
-                            (o.first_drop_step < 0 || o.second_drop_step < 0));
+  s.lr = o.scale_with_batch ? o.learning_rate * static_cast<double>(o.global_batch) /
+                                  static_cast<double>(o.lr_base_batch)
+                            : o.learning_rate;
+  const bool need_epochs =
+      o.total_steps < 0 || o.warmup_steps < 0 ||
+      (s.kind == LrScheduleKind::kStepwise && (o.first_drop_step < 0 || o.second_drop_step < 0));
   DETSEG_CONFIG_CHECK(!need_epochs || o.examples_per_epoch > 0,
                       "examples_per_epoch must be > 0 to derive steps from epochs, got ",
                       o.examples_per_epoch);
@@ -83,8 +86,8 @@ Schedule resolve_schedule(const ScheduleOptions& o) {
                         s.warmup_steps, ") < total steps (", s.total_steps, ")");
   if (s.kind == LrScheduleKind::kStepwise)
     DETSEG_CONFIG_CHECK(s.first_drop_step <= s.second_drop_step, "first LR drop step (",
-                        s.first_drop_step, ") must not come after the second (",
-                        s.second_drop_step, ")");
+                        s.first_drop_step, ") must not come after the second (", s.second_drop_step,
+                        ")");
   if (s.kind == LrScheduleKind::kStep) {
     DETSEG_CONFIG_CHECK(o.decay_steps > 0, "lr decay_steps must be > 0, got ", o.decay_steps);
     DETSEG_CONFIG_CHECK(o.decay_factor > 0, "lr decay_factor must be > 0, got ", o.decay_factor);
@@ -99,7 +102,8 @@ Schedule resolve_schedule(const ScheduleOptions& o) {
 }
 
 double lr_linear_warmup(double lr, double warmup_init, int64_t warmup_steps, int64_t step) {
-  return warmup_init + static_cast<double>(step) / static_cast<double>(warmup_steps) * (lr - warmup_init);
+  return warmup_init +
+         static_cast<double>(step) / static_cast<double>(warmup_steps) * (lr - warmup_init);
 }
 
 double lr_stepwise(double lr, double warmup_init, int64_t warmup_steps, int64_t first_drop,
@@ -121,7 +125,8 @@ double lr_cosine_after_warmup(double lr, double warmup_init, int64_t warmup_step
   // spans only the steps after it. With no warm-up it is a plain cosine.
   if (warmup_steps > 0 && step <= warmup_steps)
     return lr_linear_warmup(lr, warmup_init, warmup_steps, step);
-  const double t = static_cast<double>(step - warmup_steps) / static_cast<double>(total - warmup_steps);
+  const double t =
+      static_cast<double>(step - warmup_steps) / static_cast<double>(total - warmup_steps);
   return lr * 0.5 * (1.0 + std::cos(kPi * t));
 }
 
@@ -157,8 +162,8 @@ double learning_rate_at(const Schedule& s, int64_t step) {
     case LrScheduleKind::kConstant:
       return t < s.warmup_steps ? lr_linear_warmup(s.lr, s.warmup_init, s.warmup_steps, t) : s.lr;
     case LrScheduleKind::kStepwise:
-      return lr_stepwise(s.lr, s.warmup_init, s.warmup_steps, s.first_drop_step,
-                         s.second_drop_step, t);
+      return lr_stepwise(s.lr, s.warmup_init, s.warmup_steps, s.first_drop_step, s.second_drop_step,
+                         t);
     case LrScheduleKind::kCosine:
       return lr_cosine(s.lr, s.warmup_init, s.warmup_steps, s.total_steps, t);
     case LrScheduleKind::kCosineWarmup:

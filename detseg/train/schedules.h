@@ -10,13 +10,13 @@
 namespace detseg {
 
 enum class LrScheduleKind {
-  kConstant,        // the adjusted rate at every step (after warm-up)
-  kStepwise,        // warm-up, then x1, x0.1, x0.01 at the two drop steps
-  kCosine,          // warm-up, then 0.5 lr (1 + cos(pi step / total))
-  kCosineWarmup,    // warm-up up to and incl. the warm-up step, then cosine over total - warm-up
-  kPolynomial,      // warm-up, then lr (1 - step / total)^power
-  kStep,            // DeepLab: lr decay_factor^floor(step / decay_steps)
-  kPoly,            // DeepLab: lr (1 - min(step, total) / total)^power, ending at 0
+  kConstant,      // the adjusted rate at every step (after warm-up)
+  kStepwise,      // warm-up, then x1, x0.1, x0.01 at the two drop steps
+  kCosine,        // warm-up, then 0.5 lr (1 + cos(pi step / total))
+  kCosineWarmup,  // warm-up up to and incl. the warm-up step, then cosine over total - warm-up
+  kPolynomial,    // warm-up, then lr (1 - step / total)^power
+  kStep,          // DeepLab: lr decay_factor^floor(step / decay_steps)
+  kPoly,          // DeepLab: lr (1 - min(step, total) / total)^power, ending at 0
 };
 
 enum class SlowStartBurnin { kNone, kLinear };
@@ -28,17 +28,17 @@ struct ScheduleOptions {
   double learning_rate = 0.08;    // base rate, for a global batch of lr_base_batch when scaled
   bool scale_with_batch = true;   // rate x global_batch / lr_base_batch (EfficientDet's rule)
   int64_t lr_base_batch = 64;
-  int64_t global_batch = 64;      // per-replica batch x replicas
+  int64_t global_batch = 64;  // per-replica batch x replicas
   int64_t examples_per_epoch = 120000;
   double num_epochs = 300;
   double warmup_epochs = 1.0;
-  double warmup_init = 0.008;     // rate at step 0 of the warm-up
+  double warmup_init = 0.008;  // rate at step 0 of the warm-up
   double first_drop_epoch = 200;
   double second_drop_epoch = 250;
-  double power = 0.9;             // polynomial / poly
-  int64_t decay_steps = 2000;     // DeepLab step: staircase period
-  double decay_factor = 0.1;      // DeepLab step: factor per period
-  int64_t slow_start_steps = 0;   // first steps at the slow-start rate (0: off)
+  double power = 0.9;            // polynomial / poly
+  int64_t decay_steps = 2000;    // DeepLab step: staircase period
+  double decay_factor = 0.1;     // DeepLab step: factor per period
+  int64_t slow_start_steps = 0;  // first steps at the slow-start rate (0: off)
   double slow_start_lr = 1e-4;
   std::string slow_start_burnin = "none";  // none|linear
   // Explicit step counts; -1 derives them from the epoch values above.

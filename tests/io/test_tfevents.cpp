@@ -27,7 +27,8 @@ TEST(Crc32c, KnownVectors) {
   EXPECT_EQ(crc32c(""), 0u);
   // Incremental == one shot, across the 8-byte fast path and the tail.
   const std::string text = "The quick brown fox jumps over the lazy dog";
-  EXPECT_EQ(crc32c_extend(crc32c(text.substr(0, 13)), text.data() + 13, text.size() - 13), crc32c(text));
+  EXPECT_EQ(crc32c_extend(crc32c(text.substr(0, 13)), text.data() + 13, text.size() - 13),
+            crc32c(text));
   EXPECT_EQ(crc32c_unmask(crc32c_mask(0x12345678u)), 0x12345678u);
   // mask(c) = rotr(c, 15) + 0xa282ead8: rotr(0xE3069283, 15) = 0x2507C60D.
   EXPECT_EQ(crc32c_mask(0xE3069283u), 0x2507C60Du + 0xa282ead8u);
@@ -39,7 +40,11 @@ TEST(TfEvents, ScalarEventBytesByHand) {
   const std::string e = encode_scalar_event(1.0, 3, "a", 2.0f);
   const std::string expected = std::string("\x09\x00\x00\x00\x00\x00\x00\xf0\x3f", 9) +
                                std::string("\x10\x03", 2) +
-                               std::string("\x2a\x0a\x0a\x08\x0a\x01" "a" "\x15\x00\x00\x00\x40", 12);
+                               std::string(
+                                   "\x2a\x0a\x0a\x08\x0a\x01"
+                                   "a"
+                                   "\x15\x00\x00\x00\x40",
+                                   12);
   EXPECT_EQ(e, expected);
   const std::string rec = frame_tfrecord(e);
   ASSERT_EQ(rec.size(), e.size() + 16);

@@ -2,17 +2,18 @@
 // the model_dir manager (keep N, index, latest), a writer killed mid-save, and exact resume.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
 #include <torch/optim.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/train/checkpoint.h"
+#include "detseg/train/ema.h"
 #include "detseg/train/optimizer.h"
 #include "tiny_modules.h"
 
@@ -193,10 +194,10 @@ TEST_F(CheckpointTest, LoadModuleStateChecksNamesAndShapes) {
 }
 
 // ---- exact resume: 20 steps straight == 10 steps, save, load into fresh objects, 10 steps.
-struct Run {
+struct TrainRun {
   testing::TinyNet net;
   TrainOptimizer opt;
-  explicit Run(uint64_t init_seed) {
+  explicit TrainRun(uint64_t init_seed) {
     torch::manual_seed(init_seed);
     net = testing::TinyNet();
     OptimizerOptions o;
@@ -220,39 +221,87 @@ struct Run {
 };
 
 TEST_F(CheckpointTest, ResumeIsBitExact) {
-  Run straight(1);
+  TrainRun straight(1);
   torch::manual_seed(42);
   straight.steps(0, 20);
 
-  Run first(1);
+  TrainRun first(1);
   torch::manual_seed(42);
   first.steps(0, 10);
-  Checkpoint c;
-  c.step = 10;
-  c.model = module_state(*first.net);
-  c.optimizer = optimizer_state_bytes(*first.opt.optimizer);
-  c.rng = rng_states();
   CheckpointManager m({(dir_ / "run").string(), 7, 10});
-  m.save(c);
+  m.save(capture_training_state(10, *first.net, first.opt.optimizer.get(), nullptr));
 
   torch::manual_seed(999);  // a different generator state and init: the checkpoint must restore all
-  Run resumed(7);
+  TrainRun resumed(7);
+  const int64_t step =
+      restore_training_state(*m.latest(), *resumed.net, resumed.opt.optimizer.get(), nullptr);
+  EXPECT_EQ(step, 10);
+  resumed.steps(static_cast<int>(step), 20);
   const Checkpoint r = read_checkpoint(*m.latest());
-  load_module_state(*resumed.net, r.model, *m.latest());
-  load_optimizer_state(*resumed.opt.optimizer, r.optimizer);
-  restore_rng_states(r.rng);
-  resumed.steps(static_cast<int>(r.step), 20);
 
   const NamedTensors a = module_state(*straight.net), b = module_state(*resumed.net);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first << "\n" << a[i].second << b[i].second;
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first << "\n"
+                                                        << a[i].second << b[i].second;
   // And the run without the RNG restore differs (the test can fail).
-  Run no_rng(7);
+  TrainRun no_rng(7);
   load_module_state(*no_rng.net, r.model, "x");
   load_optimizer_state(*no_rng.opt.optimizer, r.optimizer);
   no_rng.steps(10, 20);
   EXPECT_FALSE(torch::equal(module_state(*no_rng.net)[0].second, a[0].second));
+}
+
+TEST_F(CheckpointTest, TrainingStateWithEmaAndEvalWeights) {
+  testing::TinyNet net;
+  testing::fill_tiny(*net);
+  WeightEma ema(*net, EmaOptions{});
+  {
+    torch::NoGradGuard g;
+    net->head->bias.fill_(1.25);
+  }
+  ema.update(*net, 0);  // head.bias average: 1.15
+  const std::string file = path("ckpt-3.dsckpt");
+  write_checkpoint(file, capture_training_state(3, *net, nullptr, &ema, R"({"note":"x"})"));
+  testing::TinyNet eval_net;
+  EXPECT_EQ(load_weights_for_eval(file, *eval_net), 3);
+  EXPECT_NEAR(eval_net->head->bias.item<double>(), 1.15, 1e-6);  // the average
+  EXPECT_TRUE(torch::equal(eval_net->bn->num_batches_tracked, net->bn->num_batches_tracked));
+  load_weights_for_eval(file, *eval_net, /*use_ema=*/false);
+  EXPECT_NEAR(eval_net->head->bias.item<double>(), 1.25, 1e-6);  // the raw weights
+  testing::TinyNet resumed;
+  WeightEma resumed_ema(*resumed, EmaOptions{});
+  EXPECT_EQ(restore_training_state(file, *resumed, nullptr, &resumed_ema), 3);
+  EXPECT_NEAR(resumed_ema.shadow()[5].second.item<double>(), 1.15, 1e-6);
+  EmaScope scope(&ema, *net);
+  EXPECT_THROW(capture_training_state(3, *net, nullptr, &ema), Error);  // averages swapped in
+}
+
+// A continuous evaluator watching a trainer: each new checkpoint is seen once, in order, fully
+// written, and the watcher stops after the wait interval passes with nothing new.
+TEST_F(CheckpointTest, WatcherFollowsATrainer) {
+  const std::string run = (dir_ / "run").string();
+  CheckpointWatcher watcher({run, /*wait_interval_s=*/1.0, /*poll_interval_s=*/0.02,
+                             /*first_checkpoint_timeout_s=*/5.0});
+  std::thread trainer([run] {
+    CheckpointManager m({run, 7, 1});
+    for (int64_t step = 1; step <= 3; ++step) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      m.save(sample_checkpoint(step));
+    }
+  });
+  std::vector<int64_t> seen;
+  const auto start = std::chrono::steady_clock::now();
+  while (auto path = watcher.next()) seen.push_back(read_checkpoint(*path).step);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  trainer.join();
+  EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_GE(took, 1.9);  // 3 x 0.3 s of training, then 1 s of waiting
+  EXPECT_LT(took, 5.0);
+  // No checkpoint at all: gives up after the first-checkpoint timeout.
+  CheckpointWatcher empty({(dir_ / "none").string(), 1.0, 0.02, 0.1});
+  EXPECT_FALSE(empty.next().has_value());
 }
 
 }  // namespace

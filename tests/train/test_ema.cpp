@@ -12,7 +12,7 @@ namespace {
 using testing::TinyNet;
 
 TEST(Ema, DecayRule) {
-  EmaOptions o;  // 0.9998
+  EmaOptions o;                                 // 0.9998
   EXPECT_DOUBLE_EQ(ema_decay_at(o, 0), 0.1);    // (1 + 0) / (10 + 0)
   EXPECT_DOUBLE_EQ(ema_decay_at(o, 10), 0.55);  // 11 / 20
   EXPECT_DOUBLE_EQ(ema_decay_at(o, 1000000), 0.9998);

@@ -2,12 +2,13 @@
 // exclusions, missing and mismatched tensors, our checkpoints (model or EMA) and .pth files,
 // and the rule that a model_dir with its own checkpoint is never fine-tuned.
 #include <gtest/gtest.h>
-
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
 
 #include <filesystem>
 
 #include "detseg/core/error.h"
+#include "detseg/io/safetensors.h"
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/fine_tune.h"
 #include "tiny_modules.h"
@@ -112,7 +113,8 @@ TEST(FineTune, ShapeMismatchReported) {
   EXPECT_EQ(s.loaded.size(), 9u);
   ASSERT_EQ(s.mismatched.size(), 2u);
   EXPECT_NE(s.mismatched[0].find("head.weight: [3, 2] vs checkpoint 'head.weight': [5, 2]"),
-            std::string::npos) << s.mismatched[0];
+            std::string::npos)
+      << s.mismatched[0];
 }
 
 TEST(FineTune, FromOurCheckpointAndFromPth) {
@@ -124,7 +126,8 @@ TEST(FineTune, FromOurCheckpointAndFromPth) {
   Checkpoint c;
   c.model = module_state(*src);
   for (const auto& kv : c.model)
-    if (kv.second.is_floating_point()) c.ema.emplace_back(kv.first, torch::full_like(kv.second, 0.5));
+    if (kv.second.is_floating_point())
+      c.ema.emplace_back(kv.first, torch::full_like(kv.second, 0.5));
   const std::string path = (dir / "ckpt-1.dsckpt").string();
   write_checkpoint(path, c);
   Detector det;
@@ -136,6 +139,14 @@ TEST(FineTune, FromOurCheckpointAndFromPth) {
   o.use_ema = true;
   fine_tune_from_checkpoint(*det, o);
   EXPECT_TRUE(torch::equal(det->backbone->fc1->weight, torch::full({2, 2}, 0.5f)));
+
+  // The same weights exported as safetensors.
+  const std::string st = (dir / "weights.safetensors").string();
+  write_safetensors(st, module_state(*src));
+  Detector from_st;
+  o.checkpoint = st;
+  EXPECT_EQ(fine_tune_from_checkpoint(*from_st, o).loaded.size(), 11u);
+  EXPECT_TRUE(torch::equal(from_st->head->weight, src->head->weight));
 
   // torchvision-style import: the nested .pth's "model" dict into a Sequential under "backbone".
   struct Holder : torch::nn::Module {
@@ -149,7 +160,8 @@ TEST(FineTune, FromOurCheckpointAndFromPth) {
   p.scope_map = {{R"(^backbone\.)", ""}};
   const auto s = fine_tune_from_checkpoint(holder, p);
   EXPECT_EQ(s.loaded.size(), 9u);
-  EXPECT_TRUE(torch::equal(holder.backbone->ptr(2)->as<torch::nn::Linear>()->bias, torch::tensor({5.f, 5.5f})));
+  EXPECT_TRUE(torch::equal(holder.backbone->ptr(2)->as<torch::nn::Linear>()->bias,
+                           torch::tensor({5.f, 5.5f})));
   fs::remove_all(dir);
 }
 
@@ -159,7 +171,7 @@ TEST(FineTune, NeverWhenModelDirHasACheckpoint) {
   FineTuneOptions o;
   EXPECT_FALSE(should_fine_tune(o, dir.string()));  // nothing configured
   o.checkpoint = "backbone.pth";
-  EXPECT_TRUE(should_fine_tune(o, dir.string()));   // fresh run
+  EXPECT_TRUE(should_fine_tune(o, dir.string()));  // fresh run
   CheckpointManager({dir.string(), 7, 1}).save(Checkpoint{});
   EXPECT_FALSE(should_fine_tune(o, dir.string()));  // resuming: keep our own weights
   fs::remove_all(dir);

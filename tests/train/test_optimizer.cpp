@@ -38,7 +38,8 @@ TEST(Optimizer, L2LossIsHalfSumOfSquaresTimesDecay) {
   EXPECT_NEAR(loss.item<double>(), 1.6, 1e-6);
   loss.backward();
   // d/dw = decay x w
-  EXPECT_TRUE(torch::allclose(net->fc1->weight.grad(), torch::tensor({{0.1f, 0.2f}, {0.3f, 0.4f}})));
+  EXPECT_TRUE(
+      torch::allclose(net->fc1->weight.grad(), torch::tensor({{0.1f, 0.2f}, {0.3f, 0.4f}})));
   EXPECT_FALSE(net->fc1->bias.grad().defined());
   EXPECT_EQ(l2_regularization_loss(sel, 0.0).item<double>(), 0.0);
 }
@@ -49,7 +50,8 @@ TEST(Optimizer, FreezeByPattern) {
   o.freeze_pattern = R"(^fc1\.)";
   const auto sel = select_parameters(*net, o);
   EXPECT_EQ(sel.frozen, (std::vector<std::string>{"fc1.weight", "fc1.bias"}));
-  EXPECT_EQ(names(sel), (std::vector<std::string>{"bn.weight", "bn.bias", "head.weight", "head.bias"}));
+  EXPECT_EQ(names(sel),
+            (std::vector<std::string>{"bn.weight", "bn.bias", "head.weight", "head.bias"}));
   EXPECT_FALSE(net->fc1->weight.requires_grad());
   EXPECT_TRUE(net->head->weight.requires_grad());
 }
@@ -75,18 +77,19 @@ TEST(Optimizer, DeepLabMultipliersMultiply) {
 
 // Momentum SGD with a group rate x k equals SGD on gradients multiplied by k (the reference).
 TEST(Optimizer, GroupScaleEqualsGradientMultiplierForMomentumSgd) {
-  torch::Tensor a = torch::tensor({1.0, 2.0}, torch::requires_grad());
-  torch::Tensor b = torch::tensor({1.0, 2.0}, torch::requires_grad());
-  torch::optim::SGD scaled({torch::optim::OptimizerParamGroup(
-                               {a}, std::make_unique<torch::optim::SGDOptions>(
-                                        torch::optim::SGDOptions(0.2).momentum(0.9)))},
-                           torch::optim::SGDOptions(0.2).momentum(0.9));
+  const auto f64 = torch::dtype(torch::kDouble);
+  torch::Tensor a = torch::tensor({1.0, 2.0}, f64.requires_grad(true));
+  torch::Tensor b = torch::tensor({1.0, 2.0}, f64.requires_grad(true));
+  torch::optim::SGD scaled(
+      {torch::optim::OptimizerParamGroup({a}, std::make_unique<torch::optim::SGDOptions>(
+                                                  torch::optim::SGDOptions(0.2).momentum(0.9)))},
+      torch::optim::SGDOptions(0.2).momentum(0.9));
   torch::optim::SGD plain({b}, torch::optim::SGDOptions(0.1).momentum(0.9));
   for (int step = 0; step < 3; ++step) {
     scaled.zero_grad();
     plain.zero_grad();
-    (a * torch::tensor({3.0, 4.0})).sum().backward();
-    (b * torch::tensor({3.0, 4.0})).sum().backward();
+    (a * torch::tensor({3.0, 4.0}, f64)).sum().backward();
+    (b * torch::tensor({3.0, 4.0}, f64)).sum().backward();
     b.mutable_grad().mul_(2.0);  // the reference's gradient multiplier
     scaled.step();
     plain.step();
@@ -121,12 +124,14 @@ TEST(Optimizer, AdamAdamWRmsPropBuildAndStep) {
     auto sel = select_parameters(*net, o);
     TrainOptimizer opt = build_optimizer(sel, o, 0.1);
     opt.optimizer->zero_grad();
-    net->forward(torch::tensor({{1.f, 2.f}, {3.f, -1.f}, {0.5f, 0.5f}, {-1.f, 2.f}})).sum().backward();
+    net->forward(torch::tensor({{1.f, 2.f}, {3.f, -1.f}, {0.5f, 0.5f}, {-1.f, 2.f}}))
+        .sum()
+        .backward();
     opt.optimizer->step();
     EXPECT_FALSE(torch::equal(net->head->weight, torch::tensor({{1.f, -1.f}}))) << type;
   }
   // AdamW with a zero gradient only decays: w (1 - lr x wd).
-  torch::Tensor w = torch::tensor({2.0}, torch::requires_grad());
+  torch::Tensor w = torch::tensor({2.0}, torch::dtype(torch::kDouble).requires_grad(true));
   torch::optim::AdamW adamw({w}, torch::optim::AdamWOptions(0.1).weight_decay(0.01));
   w.mutable_grad() = torch::zeros({1}, torch::kDouble);
   adamw.step();

@@ -25,7 +25,9 @@ ScheduleOptions efficientdet_options(const std::string& method) {
   return o;
 }
 
-double lr(const ScheduleOptions& o, int64_t step) { return learning_rate_at(resolve_schedule(o), step); }
+double lr(const ScheduleOptions& o, int64_t step) {
+  return learning_rate_at(resolve_schedule(o), step);
+}
 
 TEST(Schedules, ResolveScalesRateAndDerivesSteps) {
   const Schedule s = resolve_schedule(efficientdet_options("stepwise"));
@@ -52,14 +54,14 @@ TEST(Schedules, ResolveScalesRateAndDerivesSteps) {
 TEST(Schedules, Stepwise) {
   const auto o = efficientdet_options("stepwise");
   EXPECT_DOUBLE_EQ(lr(o, 0), 0.008);
-  EXPECT_NEAR(lr(o, 5), 0.084, 1e-12);   // 0.008 + 5/10 (0.16 - 0.008)
+  EXPECT_NEAR(lr(o, 5), 0.084, 1e-12);  // 0.008 + 5/10 (0.16 - 0.008)
   EXPECT_NEAR(lr(o, 9), 0.1448, 1e-12);
-  EXPECT_DOUBLE_EQ(lr(o, 10), 0.16);     // warm-up end
+  EXPECT_DOUBLE_EQ(lr(o, 10), 0.16);  // warm-up end
   EXPECT_DOUBLE_EQ(lr(o, 29), 0.16);
   EXPECT_NEAR(lr(o, 30), 0.016, 1e-15);  // first drop x0.1
   EXPECT_NEAR(lr(o, 39), 0.016, 1e-15);
-  EXPECT_NEAR(lr(o, 40), 0.0016, 1e-15); // second drop x0.01
-  EXPECT_NEAR(lr(o, 50), 0.0016, 1e-15); // last step
+  EXPECT_NEAR(lr(o, 40), 0.0016, 1e-15);  // second drop x0.01
+  EXPECT_NEAR(lr(o, 50), 0.0016, 1e-15);  // last step
 }
 
 TEST(Schedules, CosineDecaysOverAllSteps) {
@@ -76,7 +78,7 @@ TEST(Schedules, CosineFromWarmupEnd) {
   const auto o = efficientdet_options("cosine_warmup");
   EXPECT_DOUBLE_EQ(lr(o, 0), 0.008);
   EXPECT_NEAR(lr(o, 5), 0.084, 1e-12);
-  EXPECT_NEAR(lr(o, 10), 0.16, 1e-12);  // warm-up includes its last step
+  EXPECT_NEAR(lr(o, 10), 0.16, 1e-12);                 // warm-up includes its last step
   EXPECT_NEAR(lr(o, 11), 0.15975338669865025, 1e-12);  // 0.16/2 (1 + cos(pi/40))
   EXPECT_NEAR(lr(o, 30), 0.08, 1e-12);
   EXPECT_NEAR(lr(o, 50), 0.0, 1e-12);
@@ -139,8 +141,8 @@ TEST(Schedules, SlowStartLinearBurninShiftsTheSchedule) {
   o.slow_start_lr = 1e-4;
   o.slow_start_burnin = "linear";
   EXPECT_DOUBLE_EQ(lr(o, 0), 1e-4);
-  EXPECT_NEAR(lr(o, 5), 0.00505, 1e-15);  // 1e-4 + (0.01 - 1e-4) 5/10
-  EXPECT_DOUBLE_EQ(lr(o, 10), 0.01);      // poly(0)
+  EXPECT_NEAR(lr(o, 5), 0.00505, 1e-15);                 // 1e-4 + (0.01 - 1e-4) 5/10
+  EXPECT_DOUBLE_EQ(lr(o, 10), 0.01);                     // poly(0)
   EXPECT_NEAR(lr(o, 510), 0.005358867312681466, 1e-14);  // poly(500)
   o.method = "step";
   EXPECT_DOUBLE_EQ(lr(o, 109), 0.01);
