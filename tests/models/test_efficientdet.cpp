@@ -2,6 +2,7 @@
 // shapes in torchvision's anchor order, BiFPN fusion weights.
 #include <gtest/gtest.h>
 
+#include "detseg/core/error.h"
 #include "detseg/models/efficientdet_network.h"
 
 namespace {
