@@ -2,10 +2,84 @@
 #include "detseg/losses/focal_loss.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <functional>
 
 #include "detseg/core/error.h"
 
 namespace detseg {
+
+namespace {
+
+// One pass over [rows, K] float logits computing the summed dense focal loss and, when asked,
+// d(sum)/d(logits) at the same time (the loss is a sum of independent elements, so the gradient is
+// known in the forward pass). Per element, with e = exp(-|x|), p = sigmoid(x):
+//   ce = max(x, 0) - x z + log1p(e),  q = -z x - softplus(-x) = log(1 - p_t),  mod = exp(gamma q)
+//   loss = w mod ce,  dloss/dx = w mod (gamma (1 - p - z) ce + p - z)
+// Replaces ~40 elementwise kernels (forward and backward) of the composite form.
+double focal_dense_cpu(const float* x, const int64_t* labels, float* grad, int64_t rows,
+                       int64_t k, float alpha, float gamma) {
+  return at::parallel_reduce(
+      0, rows, 64, 0.0,
+      [&](int64_t begin, int64_t end, double acc) {
+        for (int64_t r = begin; r < end; ++r) {
+          const int64_t label = labels[r];
+          const float* xr = x + r * k;
+          float* gr = grad ? grad + r * k : nullptr;
+          if (label == -2) {
+            if (gr) std::fill(gr, gr + k, 0.0f);
+            continue;
+          }
+          float row = 0.0f;
+          for (int64_t c = 0; c < k; ++c) {
+            const float v = xr[c];
+            const float z = c == label ? 1.0f : 0.0f;
+            const float w = c == label ? alpha : 1.0f - alpha;
+            const float e = std::exp(-std::abs(v));
+            const float l1p = std::log1p(e);
+            const float ce = std::max(v, 0.0f) - v * z + l1p;
+            const float softplus_neg = std::max(-v, 0.0f) + l1p;
+            const float mod = std::exp(gamma * (-z * v - softplus_neg));
+            row += w * mod * ce;
+            if (gr) {
+              const float p = v >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+              gr[c] = w * mod * (gamma * (1.0f - p - z) * ce + p - z);
+            }
+          }
+          acc += row;
+        }
+        return acc;
+      },
+      std::plus<double>());
+}
+
+struct FocalDenseFunction : public torch::autograd::Function<FocalDenseFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits,
+                            const at::Tensor& labels, const at::Tensor& normalizer, double alpha,
+                            double gamma, bool want_grad) {
+    const at::Tensor x = logits.contiguous();
+    const at::Tensor lab = labels.to(at::kLong).contiguous();
+    at::Tensor grad = want_grad ? at::empty_like(x) : at::Tensor();
+    const double total = focal_dense_cpu(x.data_ptr<float>(), lab.data_ptr<int64_t>(),
+                                         want_grad ? grad.data_ptr<float>() : nullptr, lab.numel(),
+                                         x.size(-1), static_cast<float>(alpha),
+                                         static_cast<float>(gamma));
+    ctx->save_for_backward({grad, normalizer});
+    return at::scalar_tensor(total, x.options()) / normalizer;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    TORCH_CHECK(saved[0].defined(), "focal_loss_dense: backward without a saved gradient");
+    return {saved[0] * (grad_outputs[0] / saved[1]), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
 
 at::Tensor focal_loss_elementwise(const at::Tensor& logits, const at::Tensor& targets,
                                   const FocalLossOptions& options) {
@@ -45,10 +119,22 @@ at::Tensor focal_loss_dense(const at::Tensor& logits, const at::Tensor& labels,
               labels.scalar_type());
   const int64_t num_classes = logits.size(-1);
   if (labels.numel() > 0) {
-    TORCH_CHECK(labels.max().item<int64_t>() < num_classes && labels.min().item<int64_t>() >= -2,
-                "focal_loss_dense: labels must lie in [-2, ", num_classes - 1, "], got [",
-                labels.min().item<int64_t>(), ", ", labels.max().item<int64_t>(), "]");
+    const int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
+    TORCH_CHECK(hi < num_classes && lo >= -2, "focal_loss_dense: labels must lie in [-2, ",
+                num_classes - 1, "], got [", lo, ", ", hi, "]");
   }
+  if (logits.device().is_cpu() && logits.scalar_type() == at::kFloat &&
+      !(normalizer.requires_grad() && at::GradMode::is_enabled())) {
+    const bool want_grad = at::GradMode::is_enabled() && logits.requires_grad();
+    return FocalDenseFunction::apply(logits, labels, normalizer, options.alpha(), options.gamma(),
+                                     want_grad);
+  }
+  return focal_loss_dense_composite(logits, labels, normalizer, options);
+}
+
+at::Tensor focal_loss_dense_composite(const at::Tensor& logits, const at::Tensor& labels,
+                                      const at::Tensor& normalizer, const FocalLossOptions& options) {
+  const int64_t num_classes = logits.size(-1);
   // One-hot with negative labels giving an all-zero row, like tf.one_hot.
   const at::Tensor classes = at::arange(num_classes, labels.options());
   const at::Tensor targets = (labels.unsqueeze(-1) == classes).to(logits.scalar_type());

@@ -27,7 +27,12 @@ at::Tensor focal_loss(const at::Tensor& logits, const at::Tensor& targets,
 //   logits: [..., K]; labels: [...] integer, k >= 0 positive of class k, -1 background,
 //   -2 ignore (contributes nothing, as the reference's not_equal(-2) mask).
 // Returns sum over non-ignored anchors and all K classes / normalizer.
+// On CPU float tensors this runs one fused pass (loss and gradient together); elsewhere it is
+// focal_loss_dense_composite, built from ATen ops (the same values; kept for devices and tests).
 at::Tensor focal_loss_dense(const at::Tensor& logits, const at::Tensor& labels,
                             const at::Tensor& normalizer, const FocalLossOptions& options = {});
+at::Tensor focal_loss_dense_composite(const at::Tensor& logits, const at::Tensor& labels,
+                                      const at::Tensor& normalizer,
+                                      const FocalLossOptions& options = {});
 
 }  // namespace detseg

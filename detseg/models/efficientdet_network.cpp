@@ -44,7 +44,7 @@ DenseOutputs EfficientDetNetworkImpl::forward(const at::Tensor& images) {
   DenseOutputs out;
   out.cls_logits = class_net->forward(pyramid);
   out.box_regression = box_net->forward(pyramid);
-  set_level_geometry(out, pyramid, images);
+  set_level_geometry(out, pyramid, /*min_level=*/3);
   return out;
 }
 

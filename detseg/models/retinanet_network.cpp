@@ -35,7 +35,7 @@ DenseOutputs RetinaNetNetworkImpl::forward(const at::Tensor& images) {
   DenseOutputs out;
   out.cls_logits = head->classification_head->forward(pyramid);
   out.box_regression = head->regression_head->forward(pyramid);
-  set_level_geometry(out, pyramid, images);
+  set_level_geometry(out, pyramid, /*min_level=*/3);
   return out;
 }
 

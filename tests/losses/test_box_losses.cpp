@@ -27,7 +27,7 @@ TEST(HuberLoss, MatchesTorchFixture) {
               d.at("smooth_l1_b011").toTensor().item<float>(), 1e-6);
   // Row 1 has zero targets: the masked box loss leaves it out.
   at::Tensor masked = detseg::huber_box_loss(out, tgt, at::scalar_tensor(2.0));
-  at::Tensor expected = d.at("huber_d01").toTensor().index({at::tensor({0, 2})}).sum() / 8.0;
+  at::Tensor expected = d.at("huber_d01").toTensor().index({at::tensor({0, 2}, at::kLong)}).sum() / 8.0;
   EXPECT_NEAR(masked.item<float>(), expected.item<float>(), 1e-7);
 }
 

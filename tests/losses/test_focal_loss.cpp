@@ -1,6 +1,7 @@
 // Tests: focal loss against hand-worked values, the EfficientDet reference formula and
 // torchvision.ops.sigmoid_focal_loss (fixture from tests/fixtures/make_model_fixtures.py).
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cmath>
@@ -67,6 +68,26 @@ TEST(FocalLoss, DenseLabelsIgnoreAndOneHot) {
   at::Tensor loss = detseg::focal_loss_dense(logits, labels, at::scalar_tensor(1.0));
   // Anchor 0: class 0 positive, class 1 negative; anchor 1: two negatives; anchor 2 ignored.
   EXPECT_NEAR(loss.item<float>(), pos + 3 * neg, 1e-6);
+}
+
+TEST(FocalLoss, FusedCpuPathEqualsCompositeValuesAndGradients) {
+  at::manual_seed(3);
+  at::Tensor logits = (at::randn({2, 300, 5}) * 4).set_requires_grad(true);
+  at::Tensor labels = at::randint(-2, 5, {2, 300}, at::kLong);
+  const at::Tensor norm = at::scalar_tensor(7.0);
+  for (double gamma : {2.0, 0.5}) {
+    SCOPED_TRACE(gamma);
+    const auto opts = detseg::FocalLossOptions().alpha(0.3).gamma(gamma);
+    at::Tensor fused = detseg::focal_loss_dense(logits, labels, norm, opts);
+    at::Tensor g_fused = torch::autograd::grad({fused}, {logits})[0];
+    at::Tensor composite = detseg::focal_loss_dense_composite(logits, labels, norm, opts);
+    at::Tensor g_composite = torch::autograd::grad({composite}, {logits})[0];
+    EXPECT_NEAR(fused.item<float>(), composite.item<float>(), 1e-4 * composite.item<float>());
+    EXPECT_TRUE(at::allclose(g_fused, g_composite, 1e-4, 1e-6)) << (g_fused - g_composite).abs().max();
+  }
+  // Ignored anchors get exactly zero gradient.
+  at::Tensor g = torch::autograd::grad({detseg::focal_loss_dense(logits, labels, norm)}, {logits})[0];
+  EXPECT_EQ(g.index({labels == -2}).abs().sum().item<float>(), 0.0f);
 }
 
 TEST(FocalLoss, BadInputsNameWhatArrived) {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/models/backbones/efficientnet.h"
 #include "detseg/models/backbones/resnet.h"

@@ -2,6 +2,7 @@
 // shapes in torchvision's anchor order, BiFPN fusion weights.
 #include <gtest/gtest.h>
 
+#include "detseg/core/error.h"
 #include "detseg/models/efficientdet_network.h"
 
 namespace {
@@ -28,11 +29,11 @@ TEST(EfficientDet, OutputsPerLevelInAnchorOrder) {
   detseg::EfficientDetNetwork net(detseg::EfficientDetNetworkOptions(0, 3));
   net->eval();
   at::NoGradGuard g;
-  auto out = net->forward(at::randn({2, 3, 128, 160}));
-  // P3..P7 of 128x160: 16x20, 8x10, 4x5, 2x3, 1x2 cells, 9 anchors each.
-  const int64_t cells = 16 * 20 + 8 * 10 + 4 * 5 + 2 * 3 + 1 * 2;
-  EXPECT_EQ(out.cls_logits.sizes(), (std::vector<int64_t>{2, cells * 9, 3}));
-  EXPECT_EQ(out.box_regression.sizes(), (std::vector<int64_t>{2, cells * 9, 4}));
+  auto out = net->forward(at::randn({1, 3, 96, 160}));
+  // P3..P7 of 96x160: 12x20, 6x10, 3x5, 2x3, 1x2 cells, 9 anchors each.
+  const int64_t cells = 12 * 20 + 6 * 10 + 3 * 5 + 2 * 3 + 1 * 2;
+  EXPECT_EQ(out.cls_logits.sizes(), (std::vector<int64_t>{1, cells * 9, 3}));
+  EXPECT_EQ(out.box_regression.sizes(), (std::vector<int64_t>{1, cells * 9, 4}));
   ASSERT_EQ(out.level_sizes.size(), 5u);
   EXPECT_EQ(out.level_sizes[4], (std::array<int64_t, 2>{1, 2}));
   EXPECT_EQ(out.strides, (std::vector<int64_t>{8, 16, 32, 64, 128}));

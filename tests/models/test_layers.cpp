@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/io/state_dict.h"
 #include "detseg/models/layers/conv_bn_act.h"
@@ -69,7 +70,7 @@ TEST(DropConnect, RowsDroppedOrScaled) {
 
 TEST(StateDict, ReportsLoadedMissingUnexpectedAndShape) {
   detseg::ConvBnAct m(detseg::ConvBnActOptions(2, 4, 3));
-  c10::Dict<c10::IValue, c10::IValue> dict;
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
   dict.insert("p.0.weight", at::full({4, 2, 3, 3}, 0.5));
   dict.insert("p.1.weight", at::full({5}, 1.0));  // wrong shape
   dict.insert("p.1.running_var", at::full({4}, 2.0));
