@@ -8,8 +8,13 @@ config=${1:-configs/demo/retinanet_r18_bccd.yaml}
 bash scripts/build.sh detseg
 run=runs/demo-$(basename "$config" .yaml)
 rm -rf "$run"
+# train ends by evaluating the final weights on eval_input (COCO metrics, also in eval-final.json);
+# `detseg eval --config C --model-dir D` does the same on its own.
 ./build/detseg train --config "$config" --model-dir "$run"
-./build/detseg eval --config "$config" --model-dir "$run" --json "$run/eval.json"
+# The validation images, by the file names val.json lists.
+mkdir -p "$run/val_images"
+grep -o '"file_name": *"[^"]*"' assets/demo/val.json | sed 's/.*"\([^"]*\)"$/\1/' |
+  while read -r f; do ln -sf "$PWD/assets/demo/images/$f" "$run/val_images/$f"; done
 ./build/detseg predict --config "$config" --checkpoint "$(ls -1 "$run"/ckpt-*.dsckpt | sort -V | tail -1)" \
-  --input assets/demo/images/val --output "$run/predictions"
-echo "demo done: metrics in $run/eval.json, drawings in $run/predictions/"
+  --input "$run/val_images" --output "$run/predictions"
+echo "demo done: metrics in $run/eval-final.json, drawings in $run/predictions/"

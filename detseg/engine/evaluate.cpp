@@ -22,10 +22,9 @@ namespace detseg {
 std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const std::string& checkpoint,
                                             int64_t* step) {
   auto model = build_detector(config);
-  Checkpoint c = read_checkpoint(checkpoint);
   // With EMA on, the averaged weights are the ones to evaluate and export (the reference's rule).
-  load_module_state(*model, c.ema.empty() ? c.model : c.ema, checkpoint);
-  if (step) *step = c.step;
+  int64_t loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
+  if (step) *step = loaded_step;
   model->eval();
   return model;
 }
@@ -66,7 +65,6 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
         a.image_id = image_id;
         a.category_id = dataset->label_to_category_id(classes[i].item<int64_t>());
         for (int k = 0; k < 4; ++k) a.bbox[k] = xywh[i][k].item<double>();
-        a.area = a.bbox[2] * a.bbox[3];
         a.score = scores[i].item<double>();
         result.detections.push_back(a);
       }
@@ -78,12 +76,7 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
   // Ground truth restricted to the images evaluated (sample_1_of_n / max_images), as pycocotools'
   // params.imgIds; detections carry the file's category ids.
   const CocoDataset& gt = dataset->coco();
-  CocoDataset dt;
-  dt.source = "detections";
-  dt.images = gt.images;
-  dt.categories = gt.categories;
-  dt.annotations = result.detections;
-  dt.index();
+  CocoDataset dt = coco_results_from(result.detections, gt);
   CocoEvalParams params;
   params.image_ids.assign(evaluated_images.begin(), evaluated_images.end());
   params.use_categories = !config.eval.class_agnostic;

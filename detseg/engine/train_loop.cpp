@@ -139,12 +139,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
 
   int64_t step = 0;
   if (auto latest = checkpoints.latest()) {
-    Checkpoint c = read_checkpoint(*latest);
-    load_module_state(*model, c.model, *latest);
-    if (!c.optimizer.empty()) load_optimizer_state(*optimizer.optimizer, c.optimizer);
-    if (ema && !c.ema.empty()) ema->load(c.ema);
-    restore_rng_states(c.rng);
-    step = c.step;
+    step = restore_training_state(*latest, *model, optimizer.optimizer.get(), ema.get());
     log_info("resumed from ", *latest, " at step ", step);
   } else {
     FineTuneOptions ft = fine_tune_options(t.fine_tune);
@@ -161,14 +156,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
   for (int64_t k = 0; k < dataset->num_classes(); ++k) meta["category_ids"].push_back(dataset->label_to_category_id(k));
   const std::string metadata = meta.dump();
   auto save = [&](int64_t at_step) {
-    Checkpoint c;
-    c.step = at_step;
-    c.model = module_state(*model);
-    if (ema) c.ema = ema->shadow();
-    c.rng = rng_states();
-    c.optimizer = optimizer_state_bytes(*optimizer.optimizer);
-    c.metadata_json = metadata;
-    return checkpoints.save(c);
+    return checkpoints.save(capture_training_state(at_step, *model, optimizer.optimizer.get(), ema.get(), metadata));
   };
 
   TrainResult result;

@@ -12,13 +12,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
+struct CliRun {
   int code = -1;
   std::string output;  // stdout and stderr together
 };
 
-Run run(const std::string& args) {
-  Run r;
+CliRun run(const std::string& args) {
+  CliRun r;
   std::string command = std::string(DETSEG_BINARY) + " " + args + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   std::array<char, 4096> buf{};
@@ -41,11 +41,11 @@ std::string write_temp(const std::string& name, const std::string& text) {
 
 TEST(Cli, HelpForEverySubcommand) {
   for (const char* sub : {"train", "eval", "predict", "coco-eval", "convert", "convert voc", "info"}) {
-    Run r = run(std::string(sub) + " --help");
+    CliRun r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub << ": " << r.output;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << sub;
   }
-  Run top = run("--help");
+  CliRun top = run("--help");
   EXPECT_EQ(top.code, 0);
   for (const char* sub : {"train", "eval", "predict", "coco-eval", "convert", "info"})
     EXPECT_NE(top.output.find(sub), std::string::npos) << sub;
@@ -60,28 +60,28 @@ TEST(Cli, UsageErrorsExitTwo) {
 
 TEST(Cli, ConfigErrorNamesFileLineAndKey) {
   std::string config = write_temp("bad.yaml", "model:\n  num_classes: 3\ntrain:\n  batch_size: four\n");
-  Run r = run("train --config " + config + " --model-dir " + (fs::temp_directory_path() / "detseg_cli_x").string());
+  CliRun r = run("train --config " + config + " --model-dir " + (fs::temp_directory_path() / "detseg_cli_x").string());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find(config + ":4: train.batch_size: expected an integer in [1, 4096], got \"four\""),
             std::string::npos)
       << r.output;
-  Run o = run("train --config " + config + " --model-dir x --set train.batch_size=2 --set model.focal_gama=2");
+  CliRun o = run("train --config " + config + " --model-dir x --set train.batch_size=2 --set model.focal_gama=2");
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.output.find("model.focal_gama: unknown key"), std::string::npos) << o.output;
 }
 
 TEST(Cli, RuntimeFailureExitsOne) {
   std::string config = write_temp("ok.yaml", "model:\n  num_classes: 3\neval_input:\n  annotations: /nonexistent/val.json\n");
-  Run r = run("eval --config " + config + " --checkpoint /nonexistent/ckpt.dsckpt");
+  CliRun r = run("eval --config " + config + " --checkpoint /nonexistent/ckpt.dsckpt");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("/nonexistent/"), std::string::npos) << r.output;
 }
 
 TEST(Cli, InfoReportsThreadsAndConfigKeys) {
-  Run r = run("--threads 2 info");
+  CliRun r = run("--threads 2 info");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.output.find("threads 2"), std::string::npos) << r.output;
-  Run keys = run("info --config-keys");
+  CliRun keys = run("info --config-keys");
   EXPECT_EQ(keys.code, 0);
   EXPECT_NE(keys.output.find("`train.schedule.type`"), std::string::npos);
 }
@@ -90,6 +90,6 @@ TEST(Cli, ConfigDocIsCurrent) {
   // docs/config.md embeds the generated key table; regenerate with scripts/gen_config_doc.sh.
   std::ifstream in(std::string(DETSEG_SOURCE_DIR) + "/docs/config.md");
   std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Run keys = run("info --config-keys");
+  CliRun keys = run("info --config-keys");
   EXPECT_NE(doc.find(keys.output), std::string::npos) << "docs/config.md is stale: run scripts/gen_config_doc.sh";
 }

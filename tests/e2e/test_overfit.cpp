@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "detseg/config/config.h"
+#include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/engine/evaluate.h"
@@ -41,21 +42,21 @@ TEST(Overfit, RetinaNetOnTwoRealImagesReachesAp50One) {
       "model: {type: retinanet, num_classes: 3, backbone: resnet18, image_size: 256, frozen_batch_norm: false,\n"
       "        trainable_backbone_stages: 5, fpn_channels: 64}\n"
       "postprocess: {max_detection_points: 1000, score_threshold: 0.05}\n"
-      "train: {batch_size: 2, num_steps: 300, seed: 3, checkpoint_every: 300, log_every: 50,\n"
-      "        schedule: {type: cosine, learning_rate: 0.01, warmup_steps: 20, warmup_init: 0.001},\n"
-      "        clip_gradients_norm: 10.0}\n"
+      "train: {batch_size: 2, num_steps: 240, seed: 3, checkpoint_every: 240, log_every: 40,\n"
+      "        optimizer: {type: adam}, clip_gradients_norm: 10.0,\n"
+      "        schedule: {type: cosine, learning_rate: 0.001, warmup_steps: 20, warmup_init: 0.0001}}\n"
       "train_input: {annotations: '", annotations, "', images: '", images, "', num_workers: 1}\n"
       "eval: {batch_size: 2}\n"
       "eval_input: {annotations: '", annotations, "', images: '", images, "', num_workers: 1}\n");
   detseg::PipelineConfig config = detseg::parse_config(yaml, dir + "/overfit.yaml");
   detseg::TrainResult result = detseg::train_detector(config, dir + "/model");
-  EXPECT_EQ(result.step, 300);
+  EXPECT_EQ(result.step, 240);
   EXPECT_LT(result.last_loss, 0.1 * result.first_loss) << "first " << result.first_loss << " last " << result.last_loss;
 
   int64_t step = 0;
   auto model = detseg::load_detector(config, result.last_checkpoint, &step);
   detseg::DetectionEvalResult eval = detseg::evaluate_detector(config, *model);
-  EXPECT_EQ(step, 300);
+  EXPECT_EQ(step, 240);
   EXPECT_EQ(eval.num_images, 2);
   EXPECT_GE(eval.coco.stats[1], 0.99) << detseg::eval_result_text(eval, true);
 }
