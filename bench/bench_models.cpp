@@ -125,7 +125,9 @@ int main(int argc, char** argv) {
 
   detseg::RetinaNetNetwork retina(detseg::RetinaNetNetworkOptions(91).depth(50));
   if (channels_last) {
-    for (auto& p : retina->parameters()) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    for (auto& p : retina->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
   }
   const auto [r_train, r_infer] = time_network(retina, 320, iters, channels_last);
   const double r_rss = peak_rss_mb();
@@ -164,7 +166,9 @@ int main(int argc, char** argv) {
 
   detseg::EfficientDetNetwork d0(detseg::EfficientDetNetworkOptions(0, 90));
   if (channels_last) {
-    for (auto& p : d0->parameters()) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    for (auto& p : d0->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
   }
   const auto [d_train, d_infer] = time_network(d0, 512, iters, channels_last);
   row("efficientdet_d0 512 train step (batch 2)", d_train, "-");
