@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -23,11 +24,23 @@
 
 namespace {
 
-double timed(const std::function<void()>& fn, int iters) {
+// Seconds per call, wall clock and process CPU time. On a shared machine the CPU time (all
+// threads together) is the steadier figure; the peer measures both the same way.
+struct Timing {
+  double wall = 0, cpu = 0;
+};
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+Timing timed(const std::function<void()>& fn, int iters) {
   fn();  // warm-up
+  const double cpu0 = process_cpu_s();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {wall / iters, (process_cpu_s() - cpu0) / iters};
 }
 
 double peak_rss_mb() {
@@ -55,7 +68,7 @@ DenseTargets fake_targets(const detseg::DenseOutputs& out) {
 }
 
 template <typename Net>
-std::pair<double, double> time_network(Net& net, int64_t size, int iters, bool channels_last) {
+std::pair<Timing, Timing> time_network(Net& net, int64_t size, int iters, bool channels_last) {
   auto to_input = [&](at::Tensor x) {
     return channels_last ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
   };
@@ -71,7 +84,7 @@ std::pair<double, double> time_network(Net& net, int64_t size, int iters, bool c
     at::NoGradGuard g;
     targets = fake_targets(net->forward(train_images));
   }
-  const double train_s = timed(
+  const Timing train_s = timed(
       [&] {
         auto out = net->forward(train_images);
         auto losses = detseg::detection_loss(out.cls_logits, out.box_regression, targets.labels,
@@ -84,7 +97,7 @@ std::pair<double, double> time_network(Net& net, int64_t size, int iters, bool c
   net->eval();
   const at::Tensor image = to_input(at::rand({1, 3, size, size}));
   at::NoGradGuard g;
-  const double infer_s = timed([&] { net->forward(image); }, iters);
+  const Timing infer_s = timed([&] { net->forward(image); }, iters);
   return {train_s, infer_s};
 }
 
@@ -112,7 +125,9 @@ int main(int argc, char** argv) {
 
   detseg::RetinaNetNetwork retina(detseg::RetinaNetNetworkOptions(91).depth(50));
   if (channels_last) {
-    for (auto& p : retina->parameters()) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    for (auto& p : retina->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
   }
   const auto [r_train, r_infer] = time_network(retina, 320, iters, channels_last);
   const double r_rss = peak_rss_mb();
@@ -132,28 +147,31 @@ int main(int argc, char** argv) {
       std::printf("torchvision peer failed or absent (%s): no ratios\n", cmd.c_str());
     }
   }
-  auto ratio = [&](double ours, const char* key) {
-    if (!tv.contains(key)) return std::string("-");
-    char s[64];
-    std::snprintf(s, sizeof s, "%.3f s  %.2fx", tv[key].get<double>(), ours / tv[key].get<double>());
-    return std::string(s);
+  // "wall s / cpu s" for both, and ratios detseg / torchvision of each.
+  auto row = [&](const char* name, const Timing& ours, const char* key) {
+    std::printf("%-46s %7.3f / %7.3f", name, ours.wall, ours.cpu);
+    if (tv.contains(key)) {
+      const double w = tv[key][0].get<double>(), c = tv[key][1].get<double>();
+      std::printf("   %7.3f / %7.3f   %.2fx / %.2fx", w, c, ours.wall / w, ours.cpu / c);
+    }
+    std::printf("\n");
   };
-  std::printf("%-48s %10s   %s\n", "case", "detseg", "torchvision  ratio");
-  std::printf("%-48s %8.3f s   %s\n", "retinanet_r50_fpn 320 train step (batch 2)", r_train,
-              ratio(r_train, "train_step_s").c_str());
-  std::printf("%-48s %8.3f s   %s\n", "retinanet_r50_fpn 320 network fwd (batch 1)", r_infer,
-              ratio(r_infer, "network_fwd_s").c_str());
-  std::printf("%-48s %8.3f s   %s\n", "  vs torchvision full inference (+postprocess)", r_infer,
-              ratio(r_infer, "infer_s").c_str());
-  std::printf("%-48s %6.0f MB   %s\n", "peak RSS after RetinaNet", r_rss,
+  std::printf("%-46s %17s   %17s   %s\n", "case (seconds: wall / process cpu)", "detseg",
+              "torchvision", "ratio wall / cpu");
+  row("retinanet_r50_fpn 320 train step (batch 2)", r_train, "train_step_s");
+  row("retinanet_r50_fpn 320 network fwd (batch 1)", r_infer, "network_fwd_s");
+  row("  vs torchvision full inference (+postproc.)", r_infer, "infer_s");
+  std::printf("%-46s %9.0f MB   %s\n", "peak RSS after RetinaNet", r_rss,
               tv.contains("peak_rss_mb") ? (std::to_string(static_cast<int>(tv["peak_rss_mb"].get<double>())) + " MB").c_str() : "-");
 
   detseg::EfficientDetNetwork d0(detseg::EfficientDetNetworkOptions(0, 90));
   if (channels_last) {
-    for (auto& p : d0->parameters()) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    for (auto& p : d0->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
   }
   const auto [d_train, d_infer] = time_network(d0, 512, iters, channels_last);
-  std::printf("%-48s %8.3f s\n", "efficientdet_d0 512 train step (batch 2)", d_train);
-  std::printf("%-48s %8.3f s\n", "efficientdet_d0 512 network fwd (batch 1)", d_infer);
+  row("efficientdet_d0 512 train step (batch 2)", d_train, "-");
+  row("efficientdet_d0 512 network fwd (batch 1)", d_infer, "-");
   return 0;
 }

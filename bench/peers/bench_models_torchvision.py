@@ -5,7 +5,7 @@
 #   train_step_s  : batch 2 forward + loss + backward + SGD step (momentum 0.9)
 #   infer_s       : batch 1 full inference (transform, network, postprocess) at score threshold 0
 #   network_fwd_s : batch 1 backbone + FPN + head only (what detseg's network covers)
-# Prints one JSON line.  Usage: bench_models_torchvision.py THREADS ITERS
+# Each time is [wall s, process CPU s] per call. Prints one JSON line.  Usage: bench_models_torchvision.py THREADS ITERS
 import json
 import resource
 import sys
@@ -20,11 +20,12 @@ from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
 
 def timed(fn, iters):
+    """[wall seconds, process CPU seconds] per call."""
     fn()  # warm-up
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(iters):
         fn()
-    return (time.perf_counter() - start) / iters
+    return [(time.perf_counter() - start) / iters, (time.process_time() - cpu) / iters]
 
 
 def main():

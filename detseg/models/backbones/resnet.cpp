@@ -60,14 +60,14 @@ ResNetBlockImpl::ResNetBlockImpl(int64_t in, int64_t planes, int64_t stride, boo
 }
 
 at::Tensor ResNetBlockImpl::forward(const at::Tensor& x) {
-  at::Tensor y = bn1->forward(conv1->forward(x)).relu_();
+  at::Tensor y = conv2d_norm(conv1, bn1, x).relu_();
   if (bottleneck) {
-    y = bn2->forward(conv2->forward(y)).relu_();
-    y = bn3->forward(conv3->forward(y));
+    y = conv2d_norm(conv2, bn2, y).relu_();
+    y = conv2d_norm(conv3, bn3, y);
   } else {
-    y = bn2->forward(conv2->forward(y));
+    y = conv2d_norm(conv2, bn2, y);
   }
-  const at::Tensor identity = down_conv ? down_norm->forward(down_conv->forward(x)) : x;
+  const at::Tensor identity = down_conv ? conv2d_norm(down_conv, down_norm, x) : x;
   return y.add_(identity).relu_();
 }
 
@@ -125,7 +125,7 @@ void ResNetImpl::apply_freezing() {
 std::vector<at::Tensor> ResNetImpl::forward(const at::Tensor& images) {
   TORCH_CHECK(images.dim() == 4 && images.size(1) == 3, "ResNet: images must be [N, 3, H, W], got ",
               images.sizes());
-  at::Tensor x = bn1->forward(conv1->forward(images)).relu_();
+  at::Tensor x = conv2d_norm(conv1, bn1, images).relu_();
   x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
   std::vector<at::Tensor> outs;
   const auto& wanted = options.returned_layers();

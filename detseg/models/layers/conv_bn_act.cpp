@@ -34,6 +34,21 @@ torch::nn::Conv2d make_conv2d(int64_t in, int64_t out, int64_t kernel, int64_t s
                                .bias(bias));
 }
 
+at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x) {
+  if (!norm || !norm->options.frozen()) {
+    at::Tensor y = conv->forward(x);
+    return norm ? norm->forward(y) : y;
+  }
+  TORCH_CHECK(!conv->options.bias(), "conv2d_norm: a conv followed by a frozen norm has no bias");
+  // Every conv here pads (k - 1) / 2 (make_conv2d, ResNet's 7x7 stem with 3).
+  const std::array<int64_t, 2> padding = {(conv->weight.size(2) - 1) / 2, (conv->weight.size(3) - 1) / 2};
+  const at::Tensor scale = norm->weight * (norm->running_var + norm->options.eps()).rsqrt();
+  const at::Tensor shift = norm->bias - norm->running_mean * scale;
+  const at::Tensor weight = conv->weight * scale.view({-1, 1, 1, 1});
+  return at::conv2d(x, weight, shift, *conv->options.stride(), padding,
+                    *conv->options.dilation(), conv->options.groups());
+}
+
 ConvBnActImpl::ConvBnActImpl(const ConvBnActOptions& options_) : options(options_) {
   conv = register_module("0", make_conv2d(options.in(), options.out(), options.kernel(),
                                           options.stride(), !options.norm(), options.groups()));
@@ -46,8 +61,7 @@ ConvBnActImpl::ConvBnActImpl(const ConvBnActOptions& options_) : options(options
 }
 
 at::Tensor ConvBnActImpl::forward(const at::Tensor& x) {
-  at::Tensor y = conv->forward(x);
-  if (norm) y = norm->forward(y);
+  at::Tensor y = conv2d_norm(conv, norm, x);
   return apply_activation_(y, options.activation());
 }
 

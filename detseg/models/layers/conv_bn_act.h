@@ -43,6 +43,12 @@ class ConvBnActImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ConvBnAct);
 
+// norm(conv(x)). With a frozen norm the affine is folded into the conv (weight * scale, bias =
+// shift), so training and inference skip a separate pass over the activations, forward and
+// backward; gradients still reach conv.weight through the fold. Same values up to rounding.
+// Assumes "same" padding (k - 1) / 2, as make_conv2d builds.
+at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x);
+
 // Plain conv with torchvision-style "same" padding (k - 1) / 2.
 torch::nn::Conv2d make_conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
                               bool bias = true, int64_t groups = 1);
