@@ -108,7 +108,6 @@ void visit_schedule(V& v, ScheduleConfig& c) {
   v.field("power", c.power, range(0, 100), "polynomial/poly power");
   v.field("decay_factor", c.decay_factor, range(0, 1), "step: factor per staircase step");
   v.field("decay_steps", c.decay_steps, range(1), "step: staircase period in steps");
-  v.field("end_learning_rate", c.end_learning_rate, range(0, 100), "poly: rate at the last step");
   v.field("slow_start_steps", c.slow_start_steps, range(0), "DeepLab slow start: steps at the slow-start rate");
   v.field("slow_start_learning_rate", c.slow_start_learning_rate, range(0, 100), "DeepLab slow-start rate");
   v.field("slow_start_burnin", c.slow_start_burnin, one_of({"none", "linear"}),

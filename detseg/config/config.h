@@ -67,7 +67,6 @@ struct ScheduleConfig {
   double power = 0.9;                 // polynomial / poly
   double decay_factor = 0.1;          // step: staircase factor
   int64_t decay_steps = 1000;         // step: staircase period
-  double end_learning_rate = 0.0;     // poly
   int64_t slow_start_steps = 0;
   double slow_start_learning_rate = 1e-4;
   std::string slow_start_burnin = "none";

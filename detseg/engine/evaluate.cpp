@@ -2,10 +2,8 @@
 
 #include <torch/nn/module.h>
 
-#include <chrono>
 #include <cstdio>
 #include <set>
-#include <thread>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
@@ -124,66 +122,52 @@ std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
 }
 
 void evaluate_continuously(const PipelineConfig& config, const std::string& checkpoint_dir, double wait_seconds) {
-  CheckpointManagerOptions options;
-  options.model_dir = checkpoint_dir;
-  CheckpointManager manager(options);
   const std::string eval_dir = checkpoint_dir + "/eval";
   make_directories(eval_dir);
   MetricsJsonlWriter metrics(eval_dir + "/metrics.jsonl");
   EventWriter events(eval_dir);
-  std::set<int64_t> done;
-  auto last_new = std::chrono::steady_clock::now();
+  CheckpointWatchOptions watch;
+  watch.checkpoint_dir = checkpoint_dir;
+  watch.wait_interval_s = wait_seconds;
+  watch.poll_interval_s = 0.2;
+  watch.first_checkpoint_timeout_s = wait_seconds;
+  CheckpointWatcher watcher(watch);
   log_info("watching ", checkpoint_dir, " for new checkpoints (stop after ", wait_seconds, " s without one)");
-  while (true) {
-    std::vector<CheckpointEntry> entries = manager.list();
-    const CheckpointEntry* pending = nullptr;
-    for (const auto& e : entries)
-      if (!done.count(e.step)) pending = &e;  // newest not yet evaluated
-    if (pending) {
-      CheckpointEntry entry = *pending;
-      // Older unevaluated checkpoints are skipped: the trainer may delete them any moment.
-      for (const auto& e : entries)
-        if (e.step <= entry.step) done.insert(e.step);
-      DetectionEvalResult result;
-      try {
-        int64_t step = 0;
-        auto model = load_detector(config, entry.path, &step);
-        result = evaluate_detector(config, *model);
-        result.step = step;
-      } catch (const Error& e) {
-        // A checkpoint deleted by the trainer's keep-N between listing and reading is not fatal.
-        if (!file_exists(entry.path)) continue;
-        throw;
-      }
-      std::printf("checkpoint step %lld\n%s", static_cast<long long>(result.step),
-                  eval_result_text(result, false).c_str());
-      std::fflush(stdout);
-      write_file_atomic(str(eval_dir, "/eval-", result.step, ".json"), eval_result_json(result));
-      MetricsRecord record;
-      record.step = result.step;
-      record.time = unix_time_now();
-      record.split = "eval";
-      static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
-                                      "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
-      for (int i = 0; i < 12; ++i) record.values.push_back({names[i], result.coco.stats[i]});
-      for (auto& l : result.losses) record.values.push_back(l);
-      metrics.write(record);
-      for (auto& [name, value] : record.values) events.add_scalar(name, value, result.step);
-      events.flush();
-      last_new = std::chrono::steady_clock::now();
-      if (result.step >= config.train.num_steps) {
-        log_info("evaluated the final step ", result.step, "; stopping");
-        return;
-      }
-      continue;
+  // The watcher hands out each new latest checkpoint once; older ones written meanwhile are
+  // skipped, since the trainer's keep-N may delete them any moment.
+  while (std::optional<std::string> path = watcher.next()) {
+    DetectionEvalResult result;
+    try {
+      int64_t step = 0;
+      auto model = load_detector(config, *path, &step);
+      result = evaluate_detector(config, *model);
+      result.step = step;
+    } catch (const Error& e) {
+      // A checkpoint deleted by the trainer between listing and reading is not fatal.
+      if (!file_exists(*path)) continue;
+      throw;
     }
-    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_new).count();
-    if (waited >= wait_seconds) {
-      log_info("no new checkpoint for ", wait_seconds, " s; stopping");
+    std::printf("checkpoint step %lld\n%s", static_cast<long long>(result.step),
+                eval_result_text(result, false).c_str());
+    std::fflush(stdout);
+    write_file_atomic(str(eval_dir, "/eval-", result.step, ".json"), eval_result_json(result));
+    MetricsRecord record;
+    record.step = result.step;
+    record.time = unix_time_now();
+    record.split = "eval";
+    static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
+                                    "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
+    for (int i = 0; i < 12; ++i) record.values.push_back({names[i], result.coco.stats[i]});
+    for (auto& l : result.losses) record.values.push_back(l);
+    metrics.write(record);
+    for (auto& [name, value] : record.values) events.add_scalar(name, value, result.step);
+    events.flush();
+    if (result.step >= config.train.num_steps) {
+      log_info("evaluated the final step ", result.step, "; stopping");
       return;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  log_info("no new checkpoint for ", wait_seconds, " s; stopping");
 }
 
 }  // namespace detseg
