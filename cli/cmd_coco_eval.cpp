@@ -1,7 +1,5 @@
 // Implements: `detseg coco-eval`: COCO metrics of a results JSON against ground truth, printed as
 // pycocotools' 12-line summary, with an optional per-category table and a JSON of the numbers.
-#include <ATen/Parallel.h>
-
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -11,6 +9,7 @@
 #include "detseg/core/files.h"
 #include "detseg/core/json.h"
 #include "detseg/core/log.h"
+#include "detseg/core/threads.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/eval/coco_eval.h"
 
@@ -103,7 +102,7 @@ int run_coco_eval(const CocoEvalArgs& args) {
   CocoEvalParams params;
   params.iou_type = args.iou_type == "segm" ? CocoIouType::kSegm : CocoIouType::kBbox;
   params.use_categories = !args.class_agnostic;
-  CocoEvalResult result = coco_evaluate(gt, dt, params, at::get_num_threads());
+  CocoEvalResult result = coco_evaluate(gt, dt, params, current_threads());
 
   std::printf("iou type: %s%s; %zu images, %zu ground truth, %zu detections\n", args.iou_type.c_str(),
               args.class_agnostic ? " (class-agnostic)" : "", gt.images.size(), gt.annotations.size(),

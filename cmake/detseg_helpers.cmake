@@ -49,7 +49,9 @@ function(detseg_add_bench name)
   target_link_libraries(${name} PRIVATE detseg_lib benchmark::benchmark)
   target_compile_definitions(${name} PRIVATE
     DETSEG_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    DETSEG_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
+    DETSEG_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
+    DETSEG_BINARY="$<TARGET_FILE:detseg>")
+  add_dependencies(${name} detseg)
   detseg_pch(${name} ATEN)
   detseg_warnings(${name})
 endfunction()

@@ -17,4 +17,6 @@ int set_threads(int n) {
   return n;
 }
 
+int current_threads() { return at::get_num_threads(); }
+
 }  // namespace detseg

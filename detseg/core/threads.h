@@ -7,5 +7,7 @@ namespace detseg {
 // n <= 0 means "all hardware threads". Returns the number actually set.
 int set_threads(int n);
 int hardware_threads();
+// The intra-op thread count in effect (what set_threads last set).
+int current_threads();
 
 }  // namespace detseg

@@ -17,9 +17,10 @@ struct CliRun {
   std::string output;  // stdout and stderr together
 };
 
-CliRun run(const std::string& args) {
+// `env`: variable assignments put before the command, e.g. "DETSEG_ENGINE=/x".
+CliRun run(const std::string& args, const std::string& env = "") {
   CliRun r;
-  std::string command = std::string(DETSEG_BINARY) + " " + args + " 2>&1";
+  std::string command = env + " " + std::string(DETSEG_BINARY) + " " + args + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   std::array<char, 4096> buf{};
   size_t n = 0;
@@ -92,4 +93,28 @@ TEST(Cli, ConfigDocIsCurrent) {
   std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CliRun keys = run("info --config-keys");
   EXPECT_NE(doc.find(keys.output), std::string::npos) << "docs/config.md is stale: run scripts/gen_config_doc.sh";
+}
+
+// `detseg` is the torch-free front; torch subcommands are forwarded to detseg-engine (cli/front.cpp).
+TEST(Cli, CocoEvalRunsWithoutTheEngineAndForwardingErrorsAreClear) {
+  const std::string case_dir = std::string(DETSEG_SHARED_DIR) + "/coco_cases/case_small";
+  if (!fs::exists(case_dir + "/gt.json")) GTEST_SKIP() << "no " << case_dir;
+  const std::string no_engine = "DETSEG_ENGINE=/nonexistent/detseg-engine";
+  const std::string args = "coco-eval --gt " + case_dir + "/gt.json --dt " + case_dir + "/dt.json";
+  // With the engine pointed at nothing, coco-eval still works: it never loads LibTorch.
+  CliRun eval = run(args);
+  CliRun eval_no_engine = run(args, no_engine);
+  ASSERT_EQ(eval.code, 0) << eval.output;
+  ASSERT_EQ(eval_no_engine.code, 0) << eval_no_engine.output;
+  const size_t summary = eval.output.find("Average Precision");
+  ASSERT_NE(summary, std::string::npos) << eval.output;
+  EXPECT_EQ(eval_no_engine.output.substr(eval_no_engine.output.find("Average Precision")), eval.output.substr(summary));
+  // A forwarded subcommand with a missing engine fails with exit 1 and names the engine path.
+  CliRun info_no_engine = run("info", no_engine);
+  EXPECT_EQ(info_no_engine.code, 1) << info_no_engine.output;
+  EXPECT_NE(info_no_engine.output.find("/nonexistent/detseg-engine"), std::string::npos) << info_no_engine.output;
+  // Forwarded normally, `info` reaches LibTorch.
+  CliRun info = run("info");
+  EXPECT_EQ(info.code, 0) << info.output;
+  EXPECT_NE(info.output.find("torch "), std::string::npos) << info.output;
 }
