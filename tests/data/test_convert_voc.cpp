@@ -80,7 +80,7 @@ TEST(ConvertVoc, MalformedXmlExitsOneWithFileAndLine) {
   EXPECT_NE(r.output.find("nope: not a directory"), std::string::npos) << r.output;
 }
 
-TEST(ConvertVoc, DifficultFlagSurvivesAsIgnore) {
+TEST(ConvertVoc, DifficultAndTruncatedFlagsSurvive) {
   const std::string dir = datatest::temp_dir("convert_difficult");
   fs::create_directories(dir + "/voc/Annotations");
   fs::create_directories(dir + "/voc/JPEGImages");
@@ -89,7 +89,7 @@ TEST(ConvertVoc, DifficultFlagSurvivesAsIgnore) {
                     "<annotation><filename>a.jpg</filename><size><width>640</width><height>480</height></size>\n"
                     "<object><name>RBC</name><difficult>1</difficult>"
                     "<bndbox><xmin>1</xmin><ymin>2</ymin><xmax>11</xmax><ymax>22</ymax></bndbox></object>\n"
-                    "<object><name>RBC</name><difficult>0</difficult>"
+                    "<object><name>RBC</name><difficult>0</difficult><truncated>1</truncated>"
                     "<bndbox><xmin>5</xmin><ymin>5</ymin><xmax>9</xmax><ymax>9</ymax></bndbox></object></annotation>\n");
   CliRun r = detseg_cli("convert voc " + dir + "/voc -o " + dir + "/out.json");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -98,6 +98,8 @@ TEST(ConvertVoc, DifficultFlagSurvivesAsIgnore) {
   ASSERT_EQ(d.annotations.size(), 2u);
   EXPECT_TRUE(d.annotations[0].ignore);
   EXPECT_FALSE(d.annotations[1].ignore);
+  EXPECT_FALSE(d.annotations[0].truncated);
+  EXPECT_TRUE(d.annotations[1].truncated);
   EXPECT_DOUBLE_EQ(d.annotations[0].bbox[2], 10);
   EXPECT_DOUBLE_EQ(d.annotations[0].bbox[3], 20);
 }

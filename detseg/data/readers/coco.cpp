@@ -452,6 +452,7 @@ void write_coco(const CocoDataset& dataset, const std::string& path) {
     append_number(out, a.area);
     out += a.iscrowd ? ", \"iscrowd\": 1" : ", \"iscrowd\": 0";
     if (a.ignore) out += ", \"ignore\": 1";
+    if (a.truncated) out += ", \"truncated\": 1";
     append_segmentation_json(out, a.segmentation);
     out += "}";
   }
