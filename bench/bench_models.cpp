@@ -11,6 +11,7 @@
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -120,8 +121,11 @@ int main(int argc, char** argv) {
   }
   at::set_num_threads(threads);
   at::manual_seed(0);
-  std::printf("bench_models: threads %d, iters %d%s\n", threads, iters,
-              channels_last ? ", channels-last" : "");
+  // libgomp reads OMP_WAIT_POLICY at load time; the peer inherits this environment, so both run
+  // with the same policy (`detseg` itself gives its engine passive; see docs/cli.md).
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  std::printf("bench_models: threads %d, iters %d%s, OMP_WAIT_POLICY=%s\n", threads, iters,
+              channels_last ? ", channels-last" : "", wait_policy ? wait_policy : "(unset: spin, then sleep)");
 
   detseg::RetinaNetNetwork retina(detseg::RetinaNetNetworkOptions(91).depth(50));
   if (channels_last) {

@@ -113,6 +113,14 @@ TEST(Cli, CocoEvalRunsWithoutTheEngineAndForwardingErrorsAreClear) {
   CliRun info_no_engine = run("info", no_engine);
   EXPECT_EQ(info_no_engine.code, 1) << info_no_engine.output;
   EXPECT_NE(info_no_engine.output.find("/nonexistent/detseg-engine"), std::string::npos) << info_no_engine.output;
+  // The engine gets the arguments unchanged, and passive OpenMP waiting unless the user chose.
+  const std::string fake_engine = write_temp("fake-engine.sh", "#!/bin/sh\necho \"args=$* omp=$OMP_WAIT_POLICY\"\n");
+  fs::permissions(fake_engine, fs::perms::owner_all);
+  CliRun forwarded = run("--threads 1 info --config-keys", "DETSEG_ENGINE=" + fake_engine);
+  EXPECT_NE(forwarded.output.find("args=--threads 1 info --config-keys omp=passive"), std::string::npos)
+      << forwarded.output;
+  forwarded = run("info", "OMP_WAIT_POLICY=active DETSEG_ENGINE=" + fake_engine);
+  EXPECT_NE(forwarded.output.find("omp=active"), std::string::npos) << forwarded.output;
   // Forwarded normally, `info` reaches LibTorch.
   CliRun info = run("info");
   EXPECT_EQ(info.code, 0) << info.output;
