@@ -41,7 +41,9 @@ function(detseg_add_test_dir name dir)
   # One ctest entry per program, not per case: every process start loads LibTorch (~0.5-3 s), which
   # made per-case entries dominate the suite's time. --output-on-failure shows the failing cases.
   add_test(NAME ${name} COMMAND ${name} --gtest_brief=1)
-  set_tests_properties(${name} PROPERTIES LABELS ${name} TIMEOUT 1200)
+  # ctest runs two programs at once on two cores: spinning OpenMP threads would then fight each other
+  # (see docs/cli.md; `detseg` sets the same for its engine).
+  set_tests_properties(${name} PROPERTIES LABELS ${name} TIMEOUT 1200 ENVIRONMENT "OMP_WAIT_POLICY=passive")
 endfunction()
 
 function(detseg_add_bench name)
