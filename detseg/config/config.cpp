@@ -65,7 +65,7 @@ void visit_model(V& v, ModelConfig& c) {
           "Backbone network (RetinaNet)");
   v.field("efficientdet", c.efficientdet, one_of({"d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"}),
           "EfficientDet size: sets backbone, BiFPN width/depth and head depth per the paper");
-  v.field("image_size", c.image_size, range(32, 4096), "Square network input size in pixels (multiple of 2^max_level)");
+  v.field("image_size", c.image_size, range(32, 4096), "Square network input size in pixels (EfficientDet: a multiple of 2^max_level)");
   v.field("min_level", c.min_level, range(2, 7), "Lowest pyramid level");
   v.field("max_level", c.max_level, range(3, 8), "Highest pyramid level");
   v.field("num_scales", c.num_scales, range(1, 8), "Anchor scales per octave");
@@ -460,9 +460,10 @@ void check_consistency(const PipelineConfig& c) {
                       ") must not exceed model.max_level (", c.model.max_level, ")");
   DETSEG_CONFIG_CHECK(c.model.unmatched_threshold <= c.model.matched_threshold, at,
                       "model.unmatched_threshold must not exceed model.matched_threshold");
-  DETSEG_CONFIG_CHECK(c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at,
+  // BiFPN resamples levels by exact factors of 2; ResNet + FPN take any size, as in torchvision.
+  DETSEG_CONFIG_CHECK(c.model.type != "efficientdet" || c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at,
                       "model.image_size (", c.model.image_size, ") must be a multiple of 2^max_level = ",
-                      int64_t(1) << c.model.max_level);
+                      int64_t(1) << c.model.max_level, " for EfficientDet");
   DETSEG_CONFIG_CHECK(c.model.pixel_mean.size() == 3 && c.model.pixel_std.size() == 3, at,
                       "model.pixel_mean and model.pixel_std need 3 values (RGB)");
   DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,

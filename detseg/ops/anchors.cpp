@@ -33,12 +33,15 @@ void check_multilevel(const MultiLevelAnchorOptions& o) {
   DETSEG_CONFIG_CHECK(o.num_scales >= 1, "anchors: num_scales must be >= 1, got ", o.num_scales);
   DETSEG_CONFIG_CHECK(!o.aspect_ratios.empty(), "anchors: aspect_ratios is empty");
   DETSEG_CONFIG_CHECK(o.anchor_scale > 0, "anchors: anchor_scale must be > 0, got ", o.anchor_scale);
-  const int64_t stride = int64_t{1} << o.max_level;
-  DETSEG_CONFIG_CHECK(o.image_height > 0 && o.image_width > 0 && o.image_height % stride == 0 &&
-                          o.image_width % stride == 0,
-                      "anchors: image size ", o.image_height, "x", o.image_width,
-                      " must be positive multiples of the largest stride 2^", o.max_level, " = ",
-                      stride);
+  DETSEG_CONFIG_CHECK(o.image_height > 0 && o.image_width > 0, "anchors: image size ", o.image_height, "x",
+                      o.image_width, " must be positive");
+}
+
+// Size after `level` stride-2 steps of a "same"-padded conv or pool: ceil at every halving, as
+// ResNet/FPN produce for any input (320 -> ... -> 10 -> 5 -> 3). Exact 2^-level on multiples.
+int64_t halved(int64_t size, int64_t level) {
+  for (int64_t l = 0; l < level; ++l) size = (size + 1) / 2;
+  return size;
 }
 
 }  // namespace
@@ -47,7 +50,7 @@ std::vector<std::pair<int64_t, int64_t>> level_sizes(const MultiLevelAnchorOptio
   check_multilevel(o);
   std::vector<std::pair<int64_t, int64_t>> out;
   for (int64_t l = o.min_level; l <= o.max_level; ++l)
-    out.emplace_back(o.image_height >> l, o.image_width >> l);
+    out.emplace_back(halved(o.image_height, l), halved(o.image_width, l));
   return out;
 }
 
@@ -61,8 +64,8 @@ std::vector<at::Tensor> multilevel_anchors_per_level(const MultiLevelAnchorOptio
   for (int64_t l = o.min_level; l <= o.max_level; ++l) {
     const double stride = std::ldexp(1.0, static_cast<int>(l));
     std::vector<double> cy, cx, h, w;
-    for (double y = stride / 2; y < o.image_height; y += stride) cy.push_back(y);
-    for (double x = stride / 2; x < o.image_width; x += stride) cx.push_back(x);
+    for (int64_t i = 0; i < halved(o.image_height, l); ++i) cy.push_back(stride / 2 + static_cast<double>(i) * stride);
+    for (int64_t i = 0; i < halved(o.image_width, l); ++i) cx.push_back(stride / 2 + static_cast<double>(i) * stride);
     for (int64_t s = 0; s < o.num_scales; ++s) {
       const double base =
           o.anchor_scale * stride * std::pow(2.0, static_cast<double>(s) / o.num_scales);

@@ -16,7 +16,7 @@ struct MultiLevelAnchorOptions {
   // (x, y) multipliers of the base size, EfficientDet's default {(1,1), (1.4,0.7), (0.7,1.4)}.
   std::vector<std::pair<double, double>> aspect_ratios{{1.0, 1.0}, {1.4, 0.7}, {0.7, 1.4}};
   double anchor_scale = 4.0;  // base size = anchor_scale * stride
-  int64_t image_height = 512;  // must be divisible by 2^max_level
+  int64_t image_height = 512;  // any size: level l has ceil-halved sizes (exactly /2^l on multiples)
   int64_t image_width = 512;
 };
 

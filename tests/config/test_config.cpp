@@ -95,8 +95,9 @@ TEST(Config, Overrides) {
 
 TEST(Config, ConsistencyChecks) {
   EXPECT_NE(error_of("train: {batch_size: 2}\n").find("model.num_classes: required"), std::string::npos);
-  EXPECT_NE(error_of("model: {num_classes: 2, image_size: 500}\n").find("multiple of 2^max_level = 128"),
+  EXPECT_NE(error_of("model: {type: efficientdet, num_classes: 2, image_size: 500}\n").find("multiple of 2^max_level = 128"),
             std::string::npos);
+  EXPECT_EQ(error_of("model: {type: retinanet, num_classes: 2, image_size: 500}\n"), "no error");  // any size: ResNet + FPN
 }
 
 TEST(Config, ResolvedYamlRoundTrips) {

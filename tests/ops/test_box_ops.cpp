@@ -123,8 +123,27 @@ TEST(Anchors, EfficientDetScalesAndAspects) {
                                     4 + 1.4f * r, 4 + 0.7f * r},
                                    {4, 4}),
                1e-4);
-  o.image_width = 20;
+  o.image_width = 0;
   EXPECT_THROW(multilevel_anchors(o), ConfigError);
+}
+
+// Sizes that are not multiples of the largest stride halve with ceil at every level, as ResNet's
+// stride-2 convs and FPN's P6/P7 produce: 320 -> P3..P7 of 40, 20, 10, 5, 3 (torchvision's sizes).
+TEST(Anchors, AnySizeHalvesWithCeil) {
+  MultiLevelAnchorOptions o;
+  o.num_scales = 1;
+  o.aspect_ratios = {{1.0, 1.0}};
+  o.image_height = 320;
+  o.image_width = 200;  // 25, 13, 7, 4, 2 columns
+  auto sizes = level_sizes(o);
+  std::vector<std::pair<int64_t, int64_t>> expected = {{40, 25}, {20, 13}, {10, 7}, {5, 4}, {3, 2}};
+  EXPECT_EQ(sizes, expected);
+  auto levels = multilevel_anchors_per_level(o);
+  ASSERT_EQ(levels.size(), 5u);
+  for (size_t l = 0; l < 5; ++l) EXPECT_EQ(levels[l].size(0), expected[l].first * expected[l].second) << l;
+  // P7 (stride 128, base 4 * 128 = 512): centres at 64 and 192 across, 64, 192, 320 down; the last
+  // anchor is centred at (192, 320).
+  expect_close(levels[4][5], F({192 - 256, 320 - 256, 192 + 256, 320 + 256}, {4}), 1e-4);
 }
 
 TEST(Anchors, GridAnchorGenerator) {
