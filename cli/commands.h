@@ -52,11 +52,19 @@ struct ConvertVocArgs {
   std::string label_map;
 };
 
+struct PlotArgs {
+  std::string run_dir;  // a model dir: metrics.jsonl and/or eval/metrics.jsonl
+  std::string out_dir;  // default: <run_dir>/plots
+  int width = 900;
+  int height = 500;
+};
+
 int run_train(const TrainArgs& args);
 int run_eval(const EvalArgs& args);
 int run_predict(const PredictArgs& args);
 int run_coco_eval(const CocoEvalArgs& args);
 int run_convert_voc(const ConvertVocArgs& args);
 int run_info(bool config_keys);
+int run_plot(const PlotArgs& args);
 
 }  // namespace detseg::cli

@@ -81,6 +81,7 @@ int run_eval(const EvalArgs&) { forward_to_engine(); }
 int run_predict(const PredictArgs&) { forward_to_engine(); }
 int run_convert_voc(const ConvertVocArgs&) { forward_to_engine(); }
 int run_info(bool) { forward_to_engine(); }
+int run_plot(const PlotArgs&) { forward_to_engine(); }
 
 }  // namespace cli
 }  // namespace detseg

@@ -85,6 +85,14 @@ int main(int argc, char** argv) {
   voc_app->add_option("--label-map", voc.label_map, "Class names in order, one per line (default: sorted names found)");
   voc_app->callback([&] { run = [&] { return run_convert_voc(voc); }; });
 
+  PlotArgs plot;
+  auto* plot_app = app.add_subcommand("plot", "Render a run's loss, learning-rate and AP curves to PNG");
+  plot_app->add_option("RUN_DIR", plot.run_dir, "Model dir holding metrics.jsonl (and eval/metrics.jsonl)")->required();
+  plot_app->add_option("--out", plot.out_dir, "Output folder (default: RUN_DIR/plots)");
+  plot_app->add_option("--width", plot.width, "Chart width in pixels")->check(CLI::Range(200, 8000));
+  plot_app->add_option("--height", plot.height, "Chart height in pixels")->check(CLI::Range(150, 8000));
+  plot_app->callback([&] { run = [&] { return run_plot(plot); }; });
+
   bool config_keys = false;
   auto* info_app = app.add_subcommand("info", "Print versions, thread count, BLAS and CUDA availability");
   info_app->add_flag("--config-keys", config_keys, "Print every pipeline-config key (Markdown table) instead");

@@ -96,7 +96,7 @@ void visit_postprocess(V& v, PostprocessConfig& c) {
 }
 
 template <class V>
-void visit_schedule(V& v, ScheduleConfig& c) {
+void visit_schedule(V& v, ScheduleOptions& c) {
   v.field("type", c.type,
           one_of({"constant", "stepwise", "cosine", "cosine_warmup", "polynomial", "step", "poly"}),
           "Learning-rate schedule (see docs/training.md)");
@@ -115,10 +115,10 @@ void visit_schedule(V& v, ScheduleConfig& c) {
 }
 
 template <class V>
-void visit_optimizer(V& v, OptimizerConfig& c) {
+void visit_optimizer(V& v, OptimizerOptions& c) {
   v.field("type", c.type, one_of({"momentum", "sgd", "adam", "adamw", "rmsprop"}), "Optimizer");
   v.field("momentum", c.momentum, range(0, 1), "Momentum (momentum, rmsprop)");
-  v.field("weight_decay", c.weight_decay, range(0, 1), "Decoupled weight decay (adamw) / optimizer decay");
+  v.field("weight_decay", c.adamw_weight_decay, range(0, 1), "Decoupled weight decay (adamw) / optimizer decay");
   v.field("beta1", c.beta1, range(0, 1), "Adam beta1");
   v.field("beta2", c.beta2, range(0, 1), "Adam beta2");
   v.field("epsilon", c.epsilon, range(0, 1), "Adam/RMSProp epsilon");
@@ -144,12 +144,13 @@ void visit_train(V& v, TrainConfig& c) {
   v.field("seed", c.seed, range(0), "Seed for initialisation, shuffling and augmentation");
   v.section("schedule", [&] { visit_schedule(v, c.schedule); });
   v.section("optimizer", [&] { visit_optimizer(v, c.optimizer); });
-  v.field("l2_weight", c.l2_weight, range(0, 1), "L2 regularisation weight, reported as its own loss");
-  v.field("l2_pattern", c.l2_pattern, any(), "Regex of parameter names the L2 loss covers (tensors of 2+ dims)");
-  v.field("freeze_pattern", c.freeze_pattern, any(), "Regex of parameter names not trained");
-  v.field("gradient_multipliers", c.gradient_multipliers, any(),
+  v.field("l2_weight", c.optimizer.l2_weight, range(0, 1), "L2 regularisation weight, reported as its own loss");
+  v.field("l2_pattern", c.optimizer.l2_pattern, any(),
+          "Regex of parameter names the L2 loss covers (tensors of 2+ dims)");
+  v.field("freeze_pattern", c.optimizer.freeze_pattern, any(), "Regex of parameter names not trained");
+  v.field("gradient_multipliers", c.optimizer.multipliers, any(),
           "\"regex=factor\" entries: matching parameters' gradients are scaled (DeepLab: biases x2, last layers x10)");
-  v.field("clip_gradients_norm", c.clip_gradients_norm, range(0), "Clip gradients by global norm (0: off)");
+  v.field("clip_gradients_norm", c.optimizer.clip_gradients_norm, range(0), "Clip gradients by global norm (0: off)");
   v.field("moving_average_decay", c.moving_average_decay, range(0, 1), "Weight EMA decay (0: off)");
   v.field("checkpoint_every", c.checkpoint_every, range(1), "Save a checkpoint every N steps (and at the end)");
   v.field("keep_checkpoints", c.keep_checkpoints, range(1), "Newest checkpoints kept");
@@ -214,6 +215,30 @@ bool parse_double(const std::string& text, double& out) {
   if (*end != '\0' || std::isnan(value)) return false;
   out = value;
   return true;
+}
+
+// train.gradient_multipliers entries are "regex=factor"; the last '=' splits, so the regex may
+// hold one.
+bool parse_gradient_multiplier(const std::string& text, GradientMultiplier& out) {
+  auto eq = text.rfind('=');
+  double factor = 0;
+  if (eq == std::string::npos || eq == 0 || !parse_double(text.substr(eq + 1), factor) || !std::isfinite(factor) ||
+      factor < 0)
+    return false;
+  out = GradientMultiplier{text.substr(0, eq), factor};
+  return true;
+}
+
+// The shortest decimal that reads back as the same double, so a resolved config round-trips.
+std::string format_gradient_multiplier(const GradientMultiplier& m) {
+  std::ostringstream os;
+  for (int precision = 6; precision <= 17; ++precision) {
+    os.str("");
+    os.precision(precision);
+    os << m.factor;
+    if (std::strtod(os.str().c_str(), nullptr) == m.factor) break;
+  }
+  return m.pattern + "=" + os.str();
 }
 
 class Reader {
@@ -327,6 +352,10 @@ class Reader {
       out = (std::filesystem::path(base_dir_) / out).lexically_normal().string();
     }
   }
+  void read(const YAML::Node& node, const std::string& path, GradientMultiplier& out, const Check&) const {
+    if (!node.IsScalar() || !parse_gradient_multiplier(node.Scalar(), out))
+      fail(node, path, "\"regex=factor\" with a number >= 0 after the last '='");
+  }
   template <class T>
   void read(const YAML::Node& node, const std::string& path, std::vector<T>& out, const Check& check) const {
     if (!node.IsSequence()) fail(node, path, "a list");
@@ -372,6 +401,7 @@ class Writer {
   void write(double x) { out_ << x; }
   void write(bool x) { out_ << x; }
   void write(const std::string& x) { out_ << YAML::DoubleQuoted << x; }
+  void write(const GradientMultiplier& x) { write(format_gradient_multiplier(x)); }
   template <class T>
   void write(const std::vector<T>& xs) {
     out_ << YAML::Flow << YAML::BeginSeq;
@@ -408,10 +438,12 @@ class Documenter {
   static const char* type_name(const std::vector<double>&) { return "list of float"; }
   static const char* type_name(const std::vector<int64_t>&) { return "list of int"; }
   static const char* type_name(const std::vector<std::string>&) { return "list of string"; }
+  static const char* type_name(const std::vector<GradientMultiplier>&) { return "list of string"; }
   static std::string show(int64_t x) { return std::to_string(x); }
   static std::string show(double x) { return str(x); }
   static std::string show(bool x) { return x ? "true" : "false"; }
   static std::string show(const std::string& x) { return x.empty() ? "\"\"" : x; }
+  static std::string show(const GradientMultiplier& x) { return format_gradient_multiplier(x); }
   template <class T>
   static std::string show(const std::vector<T>& xs) {
     std::string out = "[";

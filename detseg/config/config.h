@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "detseg/train/optimizer_options.h"
+#include "detseg/train/schedule_options.h"
+
 namespace detseg {
 
 struct InputConfig {
@@ -57,30 +60,6 @@ struct PostprocessConfig {
   int64_t max_detections_per_image = 100;
 };
 
-struct ScheduleConfig {
-  std::string type = "constant";      // constant | stepwise | cosine | cosine_warmup | polynomial | step | poly
-  double learning_rate = 0.01;
-  bool scale_by_batch = false;        // reference: lr * global_batch / 64
-  int64_t warmup_steps = 0;
-  double warmup_init = 0.0;
-  std::vector<int64_t> drop_steps;    // stepwise: steps of the x0.1 and x0.01 drops
-  double power = 0.9;                 // polynomial / poly
-  double decay_factor = 0.1;          // step: staircase factor
-  int64_t decay_steps = 1000;         // step: staircase period
-  int64_t slow_start_steps = 0;
-  double slow_start_learning_rate = 1e-4;
-  std::string slow_start_burnin = "none";
-};
-
-struct OptimizerConfig {
-  std::string type = "momentum";      // momentum | sgd | adam | adamw | rmsprop
-  double momentum = 0.9;
-  double weight_decay = 0.0;          // optimizer-side decay (adamw); L2 as a loss is train.l2_weight
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double epsilon = 1e-8;
-};
-
 struct FineTuneConfig {
   std::string checkpoint;             // empty: train from scratch
   std::string type = "detection";     // detection | classification
@@ -95,13 +74,10 @@ struct TrainConfig {
   int64_t batch_size = 2;
   int64_t num_steps = 1000;
   int64_t seed = 42;
-  ScheduleConfig schedule;
-  OptimizerConfig optimizer;
-  double l2_weight = 0.0;             // L2 regularisation as its own loss term
-  std::string l2_pattern = "(^|\\.)weight$";  // regex over parameter names
-  std::string freeze_pattern;
-  std::vector<std::string> gradient_multipliers;  // "regex=factor"
-  double clip_gradients_norm = 0.0;   // 0: off
+  ScheduleOptions schedule;           // train.schedule.*
+  // train.optimizer.*, and train.{l2_weight, l2_pattern, freeze_pattern, gradient_multipliers,
+  // clip_gradients_norm}
+  OptimizerOptions optimizer;
   double moving_average_decay = 0.0;  // 0: no EMA
   int64_t checkpoint_every = 500;
   int64_t keep_checkpoints = 7;

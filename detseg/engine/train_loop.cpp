@@ -24,45 +24,11 @@
 namespace detseg {
 namespace {
 
+// The config holds ScheduleOptions itself; the batch and length come from train.*.
 ScheduleOptions schedule_options(const TrainConfig& t, int64_t world_size) {
-  const ScheduleConfig& c = t.schedule;
-  ScheduleOptions o;
-  o.method = c.type;
-  o.learning_rate = c.learning_rate;
-  o.scale_with_batch = c.scale_by_batch;
+  ScheduleOptions o = t.schedule;
   o.global_batch = t.batch_size * world_size;
   o.total_steps = t.num_steps;
-  o.warmup_steps = c.warmup_steps;
-  o.warmup_init = c.warmup_init;
-  o.first_drop_step = c.drop_steps.size() > 0 ? c.drop_steps[0] : t.num_steps;
-  o.second_drop_step = c.drop_steps.size() > 1 ? c.drop_steps[1] : t.num_steps;
-  o.power = c.power;
-  o.decay_steps = c.decay_steps;
-  o.decay_factor = c.decay_factor;
-  o.slow_start_steps = c.slow_start_steps;
-  o.slow_start_lr = c.slow_start_learning_rate;
-  o.slow_start_burnin = c.slow_start_burnin;
-  return o;
-}
-
-OptimizerOptions optimizer_options(const TrainConfig& t) {
-  OptimizerOptions o;
-  o.type = t.optimizer.type;
-  o.momentum = t.optimizer.momentum;
-  o.beta1 = t.optimizer.beta1;
-  o.beta2 = t.optimizer.beta2;
-  o.epsilon = t.optimizer.epsilon;
-  o.adamw_weight_decay = t.optimizer.weight_decay;
-  o.weight_decay = t.l2_weight;
-  o.l2_pattern = t.l2_pattern;
-  o.freeze_pattern = t.freeze_pattern;
-  o.clip_gradients_norm = t.clip_gradients_norm;
-  for (const auto& entry : t.gradient_multipliers) {
-    auto eq = entry.rfind('=');
-    DETSEG_CONFIG_CHECK(eq != std::string::npos && eq > 0, "train.gradient_multipliers: expected \"regex=factor\", got \"",
-                        entry, "\"");
-    o.multipliers.push_back({entry.substr(0, eq), std::stod(entry.substr(eq + 1))});
-  }
   return o;
 }
 
@@ -124,7 +90,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
   auto model = build_detector(config);
   model->train();
 
-  OptimizerOptions opt_options = optimizer_options(t);
+  const OptimizerOptions& opt_options = t.optimizer;
   ParameterSelection params = select_parameters(*model, opt_options);
   Schedule schedule = resolve_schedule(schedule_options(t, 1));
   TrainOptimizer optimizer = build_optimizer(params, opt_options, learning_rate_at(schedule, 0));
@@ -186,7 +152,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     optimizer.set_learning_rate(lr);
     optimizer.optimizer->zero_grad();
     ModelLosses losses = model->losses(batch);
-    at::Tensor l2 = l2_regularization_loss(params, opt_options.weight_decay);
+    at::Tensor l2 = l2_regularization_loss(params, opt_options.l2_weight);
     at::Tensor total = losses.total + l2;
     const double total_value = total.item<double>();
     if (!std::isfinite(total_value)) {

@@ -8,38 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "detseg/train/optimizer_options.h"
 #include "detseg/train/torch_fwd.h"
 
 namespace detseg {
-
-// Every parameter whose name matches `pattern` (std::regex_search, ECMAScript) has its gradient
-// multiplied by `factor`; when several rules match, their factors multiply (DeepLab: a bias in a
-// last layer gets 2 x last_layer_multiplier).
-struct GradientMultiplier {
-  std::string pattern;
-  double factor = 1.0;
-};
-
-struct OptimizerOptions {
-  std::string type = "momentum";  // momentum|sgd|adam|adamw|rmsprop
-  double momentum = 0.9;          // momentum / rmsprop momentum
-  bool nesterov = false;
-  double beta1 = 0.9;  // adam / adamw
-  double beta2 = 0.999;
-  double epsilon = 1e-8;             // adam / adamw / rmsprop
-  double adamw_weight_decay = 0.01;  // decoupled decay of AdamW (separate from the L2 term)
-  double rmsprop_decay = 0.9;        // smoothing constant (torch's alpha)
-  // L2 regularisation as its own loss term: weight_decay * sum(||w||^2 / 2) over parameters whose
-  // name matches l2_pattern and which have at least l2_min_dim dimensions. The dimension rule
-  // keeps norm-layer scales (1-D `weight`s) out, as the reference's kernel|weight regex does for
-  // TF names where norm scales are called gamma.
-  double weight_decay = 4e-5;
-  std::string l2_pattern = R"((^|\.)weight$)";
-  int64_t l2_min_dim = 2;
-  std::vector<GradientMultiplier> multipliers;
-  std::string freeze_pattern;      // empty: nothing frozen
-  double clip_gradients_norm = 0;  // <= 0: no clipping (the norm is still computed)
-};
 
 // The DeepLab rules: biases x2, parameters under any of `last_layers` x last_layer_multiplier.
 std::vector<GradientMultiplier> deeplab_gradient_multipliers(

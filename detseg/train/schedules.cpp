@@ -54,7 +54,7 @@ const char* lr_schedule_name(LrScheduleKind kind) {
 
 Schedule resolve_schedule(const ScheduleOptions& o) {
   Schedule s;
-  s.kind = parse_lr_schedule_kind(o.method);
+  s.kind = parse_lr_schedule_kind(o.type);
   s.burnin = parse_slow_start_burnin(o.slow_start_burnin);
   DETSEG_CONFIG_CHECK(o.learning_rate > 0 && std::isfinite(o.learning_rate),
                       "learning_rate must be > 0, got ", o.learning_rate);
@@ -64,12 +64,14 @@ Schedule resolve_schedule(const ScheduleOptions& o) {
   DETSEG_CONFIG_CHECK(o.power > 0, "lr power must be > 0, got ", o.power);
   DETSEG_CONFIG_CHECK(o.slow_start_steps >= 0, "slow_start_steps must be >= 0, got ",
                       o.slow_start_steps);
-  s.lr = o.scale_with_batch ? o.learning_rate * static_cast<double>(o.global_batch) /
-                                  static_cast<double>(o.lr_base_batch)
-                            : o.learning_rate;
-  const bool need_epochs =
-      o.total_steps < 0 || o.warmup_steps < 0 ||
-      (s.kind == LrScheduleKind::kStepwise && (o.first_drop_step < 0 || o.second_drop_step < 0));
+  s.lr = o.scale_by_batch ? o.learning_rate * static_cast<double>(o.global_batch) /
+                                static_cast<double>(o.lr_base_batch)
+                          : o.learning_rate;
+  DETSEG_CONFIG_CHECK(o.drop_steps.empty() || o.drop_steps.size() == 2,
+                      "drop_steps needs 2 steps (the x0.1 and x0.01 drops), got ",
+                      o.drop_steps.size());
+  const bool need_epochs = o.total_steps < 0 || o.warmup_steps < 0 ||
+                           (s.kind == LrScheduleKind::kStepwise && o.drop_steps.empty());
   DETSEG_CONFIG_CHECK(!need_epochs || o.examples_per_epoch > 0,
                       "examples_per_epoch must be > 0 to derive steps from epochs, got ",
                       o.examples_per_epoch);
@@ -77,8 +79,11 @@ Schedule resolve_schedule(const ScheduleOptions& o) {
       static_cast<double>(o.examples_per_epoch) / static_cast<double>(o.global_batch);
   s.total_steps = steps_from_epochs(o.total_steps, o.num_epochs, steps_per_epoch);
   s.warmup_steps = steps_from_epochs(o.warmup_steps, o.warmup_epochs, steps_per_epoch);
-  s.first_drop_step = steps_from_epochs(o.first_drop_step, o.first_drop_epoch, steps_per_epoch);
-  s.second_drop_step = steps_from_epochs(o.second_drop_step, o.second_drop_epoch, steps_per_epoch);
+  const bool drops = !o.drop_steps.empty();
+  s.first_drop_step =
+      steps_from_epochs(drops ? o.drop_steps[0] : -1, o.first_drop_epoch, steps_per_epoch);
+  s.second_drop_step =
+      steps_from_epochs(drops ? o.drop_steps[1] : -1, o.second_drop_epoch, steps_per_epoch);
   DETSEG_CONFIG_CHECK(s.total_steps > 0, "total training steps must be > 0, got ", s.total_steps);
   DETSEG_CONFIG_CHECK(s.warmup_steps >= 0, "warm-up steps must be >= 0, got ", s.warmup_steps);
   if (s.kind == LrScheduleKind::kCosineWarmup)
@@ -97,7 +102,7 @@ Schedule resolve_schedule(const ScheduleOptions& o) {
   s.decay_steps = o.decay_steps;
   s.decay_factor = o.decay_factor;
   s.slow_start_steps = o.slow_start_steps;
-  s.slow_start_lr = o.slow_start_lr;
+  s.slow_start_lr = o.slow_start_learning_rate;
   return s;
 }
 

@@ -1,11 +1,14 @@
 // Implements: learning-rate schedules as pure functions of the step: EfficientDet's stepwise,
 // cosine (two variants) and polynomial with linear warm-up, DeepLab's step and poly, and a slow
-// start for the first steps. ScheduleOptions holds the config values; resolve_schedule turns
-// epochs into steps and scales the rate with the batch size once, learning_rate_at is then cheap.
+// start for the first steps. ScheduleOptions (schedule_options.h) holds the config values;
+// resolve_schedule turns epochs into steps and scales the rate with the batch size once,
+// learning_rate_at is then cheap.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "detseg/train/schedule_options.h"
 
 namespace detseg {
 
@@ -20,33 +23,6 @@ enum class LrScheduleKind {
 };
 
 enum class SlowStartBurnin { kNone, kLinear };
-
-// Config-level parameters. Step counts left at -1 are derived from epochs: steps_per_epoch =
-// examples_per_epoch / global_batch, step = int(epochs * steps_per_epoch) (as the reference).
-struct ScheduleOptions {
-  std::string method = "cosine";  // constant|stepwise|cosine|cosine_warmup|polynomial|step|poly
-  double learning_rate = 0.08;    // base rate, for a global batch of lr_base_batch when scaled
-  bool scale_with_batch = true;   // rate x global_batch / lr_base_batch (EfficientDet's rule)
-  int64_t lr_base_batch = 64;
-  int64_t global_batch = 64;  // per-replica batch x replicas
-  int64_t examples_per_epoch = 120000;
-  double num_epochs = 300;
-  double warmup_epochs = 1.0;
-  double warmup_init = 0.008;  // rate at step 0 of the warm-up
-  double first_drop_epoch = 200;
-  double second_drop_epoch = 250;
-  double power = 0.9;            // polynomial / poly
-  int64_t decay_steps = 2000;    // DeepLab step: staircase period
-  double decay_factor = 0.1;     // DeepLab step: factor per period
-  int64_t slow_start_steps = 0;  // first steps at the slow-start rate (0: off)
-  double slow_start_lr = 1e-4;
-  std::string slow_start_burnin = "none";  // none|linear
-  // Explicit step counts; -1 derives them from the epoch values above.
-  int64_t total_steps = -1;
-  int64_t warmup_steps = -1;
-  int64_t first_drop_step = -1;
-  int64_t second_drop_step = -1;
-};
 
 // Everything resolved to steps and an absolute rate.
 struct Schedule {

@@ -41,7 +41,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST(Cli, HelpForEverySubcommand) {
-  for (const char* sub : {"train", "eval", "predict", "coco-eval", "convert", "convert voc", "info"}) {
+  for (const char* sub : {"train", "eval", "predict", "coco-eval", "convert", "convert voc", "info", "plot"}) {
     CliRun r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub << ": " << r.output;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << sub;
@@ -125,4 +125,34 @@ TEST(Cli, CocoEvalRunsWithoutTheEngineAndForwardingErrorsAreClear) {
   CliRun info = run("info");
   EXPECT_EQ(info.code, 0) << info.output;
   EXPECT_NE(info.output.find("torch "), std::string::npos) << info.output;
+}
+
+TEST(Cli, PlotExitCodesAndOutput) {
+  const fs::path dir = fs::temp_directory_path() / "detseg_cli_plot";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "run");
+  // No such folder: a usage error.
+  CliRun missing = run("plot " + (dir / "nope").string());
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("run directory not found"), std::string::npos) << missing.output;
+  // A folder without logs, or with a malformed line: runtime failures naming the file (and line).
+  CliRun empty = run("plot " + (dir / "run").string());
+  EXPECT_EQ(empty.code, 1) << empty.output;
+  EXPECT_NE(empty.output.find((dir / "run" / "metrics.jsonl").string()), std::string::npos) << empty.output;
+  std::ofstream(dir / "run" / "metrics.jsonl") << "{\"step\": 5, \"split\": \"train\", \"total_loss\": 1.5, "
+                                                  "\"learning_rate\": 0.01}\n"
+                                                  "not json\n";
+  CliRun bad = run("plot " + (dir / "run").string());
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find((dir / "run" / "metrics.jsonl").string() + ":2:"), std::string::npos) << bad.output;
+  std::ofstream(dir / "run" / "metrics.jsonl") << "{\"step\": 5, \"split\": \"train\", \"total_loss\": 1.5, "
+                                                  "\"learning_rate\": 0.01}\n"
+                                                  "{\"step\": 10, \"split\": \"train\", \"total_loss\": 1.0, "
+                                                  "\"learning_rate\": 0.02}\n";
+  CliRun ok = run("plot " + (dir / "run").string() + " --out " + (dir / "charts").string() + " --width 400 --height 300");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(fs::exists(dir / "charts" / "loss.png")) << ok.output;
+  EXPECT_TRUE(fs::exists(dir / "charts" / "learning_rate.png")) << ok.output;
+  EXPECT_FALSE(fs::exists(dir / "charts" / "eval_ap.png"));  // no evaluations logged
+  fs::remove_all(dir);
 }

@@ -117,3 +117,40 @@ TEST(Config, ReferenceListsEveryKey) {
   EXPECT_NE(doc.find("`model.num_classes`"), std::string::npos);
   EXPECT_NE(doc.find("`eval_input.format`"), std::string::npos);
 }
+
+// train.schedule.* and the optimizer keys land in the structs train/ consumes directly.
+TEST(Config, TrainKeysFillTheTrainOptions) {
+  auto c = parse_config(kMinimal, "configs/x.yaml",
+                        {"train.schedule.drop_steps=[30, 40]", "train.schedule.slow_start_learning_rate=0.002",
+                         "train.optimizer.weight_decay=0.05", "train.l2_weight=0.0004",
+                         "train.gradient_multipliers=['(^|\\.)bias$=2', 'head=0.1', 'a=b=2.5']",
+                         "train.clip_gradients_norm=5", "train.freeze_pattern=^backbone\\."});
+  EXPECT_EQ(c.train.schedule.drop_steps, (std::vector<int64_t>{30, 40}));
+  EXPECT_DOUBLE_EQ(c.train.schedule.slow_start_learning_rate, 0.002);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.adamw_weight_decay, 0.05);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.l2_weight, 0.0004);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.clip_gradients_norm, 5.0);
+  EXPECT_EQ(c.train.optimizer.freeze_pattern, "^backbone\\.");
+  ASSERT_EQ(c.train.optimizer.multipliers.size(), 3u);
+  EXPECT_EQ(c.train.optimizer.multipliers[0].pattern, "(^|\\.)bias$");
+  EXPECT_DOUBLE_EQ(c.train.optimizer.multipliers[0].factor, 2.0);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.multipliers[1].factor, 0.1);
+  EXPECT_EQ(c.train.optimizer.multipliers[2].pattern, "a=b");  // the last '=' splits
+  EXPECT_DOUBLE_EQ(c.train.optimizer.multipliers[2].factor, 2.5);
+  // The resolved YAML writes them back as "regex=factor" with the factor exact.
+  auto again = parse_config(detseg::config_to_yaml(c), "/abs/resolved.yaml");
+  ASSERT_EQ(again.train.optimizer.multipliers.size(), 3u);
+  EXPECT_EQ(again.train.optimizer.multipliers[1].pattern, "head");
+  EXPECT_EQ(again.train.optimizer.multipliers[1].factor, 0.1);
+  EXPECT_DOUBLE_EQ(again.train.optimizer.l2_weight, 0.0004);
+}
+
+TEST(Config, MalformedGradientMultiplierNamesLineAndEntry) {
+  std::string yaml = std::string(kMinimal);
+  yaml.insert(yaml.find("train_input:"), "  gradient_multipliers: [\"bias=2\", \"head\"]\n");
+  EXPECT_EQ(error_of(yaml), "configs/x.yaml:7: train.gradient_multipliers[1]: expected \"regex=factor\" with a "
+                            "number >= 0 after the last '=', got \"head\"");
+  yaml = std::string(kMinimal);
+  yaml.insert(yaml.find("train_input:"), "  gradient_multipliers: [\"bias=-1\"]\n");
+  EXPECT_NE(error_of(yaml).find("train.gradient_multipliers[0]: expected"), std::string::npos);
+}

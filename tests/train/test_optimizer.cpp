@@ -138,6 +138,58 @@ TEST(Optimizer, AdamAdamWRmsPropBuildAndStep) {
   EXPECT_NEAR(w.item<double>(), 2.0 * (1 - 0.1 * 0.01), 1e-12);
 }
 
+// Two steps of each optimizer type as build_optimizer configures it, on head only (fc1 and bn
+// frozen) with the constant gradients d/dbias = 2, d/dweight = [1, 1], worked by hand from
+// torch's update rules (lr 0.1).
+TEST(Optimizer, EveryTypeStepsByHand) {
+  struct Case {
+    const char* type;
+    bool nesterov;
+    double adamw_decay;
+    float bias1, bias2;   // head.bias after step 1 and 2 (starts at 0.25)
+    float weight0_1;      // head.weight[0] after step 1 (starts at 1)
+  };
+  const double r = 1 / std::sqrt(0.1);  // rmsprop: 1 / sqrt((1 - alpha) g^2) per unit gradient
+  const Case cases[] = {
+      // sgd ignores momentum: two plain steps of 0.1 x 2.
+      {"sgd", false, 0, 0.05f, -0.15f, 0.9f},
+      // momentum 0.9: buf = g, then 1.9 g.
+      {"momentum", false, 0, 0.05f, 0.05f - 0.1f * 1.9f * 2, 0.9f},
+      // Nesterov: step g + 0.9 buf = 1.9 g, then g + 0.9 (1.9 g) = 2.71 g.
+      {"momentum", true, 0, 0.25f - 0.1f * 1.9f * 2, 0.25f - 0.38f - 0.1f * 2.71f * 2, 1 - 0.19f},
+      // Adam: bias-corrected m / sqrt(v) = sign(g) while the gradient is constant.
+      {"adam", false, 0, 0.15f, 0.05f, 0.9f},
+      // AdamW with decay 0.5: w (1 - 0.1 x 0.5) first, then the Adam step.
+      {"adamw", false, 0.5, 0.25f * 0.95f - 0.1f, (0.25f * 0.95f - 0.1f) * 0.95f - 0.1f, 0.95f - 0.1f},
+      // RMSprop (alpha 0.9, momentum 0.9): buf = g / sqrt(0.1 g^2); then square_avg = 0.19 g^2 and
+      // buf = 0.9 buf + g / sqrt(0.19 g^2).
+      {"rmsprop", false, 0, static_cast<float>(0.25 - 0.1 * r),
+       static_cast<float>(0.25 - 0.1 * r - 0.1 * (0.9 * r + 1 / std::sqrt(0.19))),
+       static_cast<float>(1 - 0.1 * r)},
+  };
+  for (const Case& c : cases) {
+    TinyNet net;
+    testing::fill_tiny(*net);
+    OptimizerOptions o;
+    o.type = c.type;
+    o.nesterov = c.nesterov;
+    o.adamw_weight_decay = c.adamw_decay;
+    o.freeze_pattern = "^(fc1|bn)\\.";
+    TrainOptimizer opt = build_optimizer(select_parameters(*net, o), o, 0.1);
+    const std::string what = std::string(c.type) + (c.nesterov ? " nesterov" : "");
+    for (int step = 0; step < 2; ++step) {
+      opt.optimizer->zero_grad();
+      (net->head->bias * 2.0 + net->head->weight.sum()).sum().backward();
+      opt.optimizer->step();
+      if (step == 0) {
+        EXPECT_NEAR(net->head->bias.item<float>(), c.bias1, 1e-6) << what;
+        EXPECT_NEAR(net->head->weight[0][0].item<float>(), c.weight0_1, 1e-6) << what;
+      }
+    }
+    EXPECT_NEAR(net->head->bias.item<float>(), c.bias2, 1e-6) << what;
+  }
+}
+
 TEST(Optimizer, BadConfigIsConfigError) {
   TinyNet net;
   OptimizerOptions o;

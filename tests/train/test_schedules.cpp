@@ -12,11 +12,13 @@ namespace {
 // warm-up 10 steps, drops at 30 and 40, 50 steps in all.
 ScheduleOptions efficientdet_options(const std::string& method) {
   ScheduleOptions o;
-  o.method = method;
+  o.type = method;
   o.learning_rate = 0.08;
+  o.scale_by_batch = true;
   o.global_batch = 128;
   o.examples_per_epoch = 1280;
   o.warmup_epochs = 1;
+  o.warmup_steps = -1;  // from the epochs
   o.warmup_init = 0.008;
   o.first_drop_epoch = 3;
   o.second_drop_epoch = 4;
@@ -45,7 +47,7 @@ TEST(Schedules, ResolveScalesRateAndDerivesSteps) {
   EXPECT_DOUBLE_EQ(t.lr, 0.04);
   EXPECT_EQ(t.warmup_steps, 31);  // 1000 / 32 = 31.25
   EXPECT_EQ(t.total_steps, 93);   // 93.75
-  o.scale_with_batch = false;
+  o.scale_by_batch = false;
   o.total_steps = 7;
   EXPECT_DOUBLE_EQ(resolve_schedule(o).lr, 0.08);
   EXPECT_EQ(resolve_schedule(o).total_steps, 7);
@@ -62,6 +64,22 @@ TEST(Schedules, Stepwise) {
   EXPECT_NEAR(lr(o, 39), 0.016, 1e-15);
   EXPECT_NEAR(lr(o, 40), 0.0016, 1e-15);  // second drop x0.01
   EXPECT_NEAR(lr(o, 50), 0.0016, 1e-15);  // last step
+}
+
+TEST(Schedules, StepwiseWithExplicitDropSteps) {
+  auto o = efficientdet_options("stepwise");
+  o.drop_steps = {20, 45};  // the config's train.schedule.drop_steps; the epochs are then unused
+  const Schedule s = resolve_schedule(o);
+  EXPECT_EQ(s.first_drop_step, 20);
+  EXPECT_EQ(s.second_drop_step, 45);
+  EXPECT_DOUBLE_EQ(lr(o, 19), 0.16);
+  EXPECT_NEAR(lr(o, 20), 0.016, 1e-15);
+  EXPECT_NEAR(lr(o, 44), 0.016, 1e-15);
+  EXPECT_NEAR(lr(o, 45), 0.0016, 1e-15);
+  o.drop_steps = {20};
+  EXPECT_THROW(resolve_schedule(o), ConfigError);
+  o.drop_steps = {30, 20};
+  EXPECT_THROW(resolve_schedule(o), ConfigError);
 }
 
 TEST(Schedules, CosineDecaysOverAllSteps) {
@@ -97,9 +115,9 @@ TEST(Schedules, PolynomialWithWarmup) {
 
 ScheduleOptions deeplab_options(const std::string& method) {
   ScheduleOptions o;
-  o.method = method;
+  o.type = method;
   o.learning_rate = 0.01;
-  o.scale_with_batch = false;
+  o.scale_by_batch = false;
   o.total_steps = 1000;
   o.warmup_steps = 0;
   o.decay_steps = 100;
@@ -128,7 +146,7 @@ TEST(Schedules, DeepLabPolyEndsAtZero) {
 TEST(Schedules, SlowStartWithoutBurnin) {
   auto o = deeplab_options("poly");
   o.slow_start_steps = 10;
-  o.slow_start_lr = 1e-4;
+  o.slow_start_learning_rate = 1e-4;
   EXPECT_DOUBLE_EQ(lr(o, 0), 1e-4);
   EXPECT_DOUBLE_EQ(lr(o, 9), 1e-4);
   // No burn-in: the main schedule is not shifted, step 10 is poly(10).
@@ -138,13 +156,13 @@ TEST(Schedules, SlowStartWithoutBurnin) {
 TEST(Schedules, SlowStartLinearBurninShiftsTheSchedule) {
   auto o = deeplab_options("poly");
   o.slow_start_steps = 10;
-  o.slow_start_lr = 1e-4;
+  o.slow_start_learning_rate = 1e-4;
   o.slow_start_burnin = "linear";
   EXPECT_DOUBLE_EQ(lr(o, 0), 1e-4);
   EXPECT_NEAR(lr(o, 5), 0.00505, 1e-15);                 // 1e-4 + (0.01 - 1e-4) 5/10
   EXPECT_DOUBLE_EQ(lr(o, 10), 0.01);                     // poly(0)
   EXPECT_NEAR(lr(o, 510), 0.005358867312681466, 1e-14);  // poly(500)
-  o.method = "step";
+  o.type = "step";
   EXPECT_DOUBLE_EQ(lr(o, 109), 0.01);
   EXPECT_NEAR(lr(o, 110), 0.001, 1e-15);
 }
