@@ -6,6 +6,8 @@
 #include "detseg/config/config.h"
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/core/threads.h"
+#include "detseg/dist/launch.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/train_loop.h"
 
@@ -13,9 +15,11 @@ namespace detseg::cli {
 
 int run_train(const TrainArgs& args) {
   PipelineConfig config = load_config(args.config, args.overrides);
-  DETSEG_CONFIG_CHECK(args.nproc == 1, "--nproc ", args.nproc,
-                      ": data-parallel training is not built yet; run with --nproc 1");
+  // --nproc N: this process only launches N workers (this same command line) and waits.
+  if (args.nproc > 1 && !dist::is_launched_worker()) return dist::launch_local_workers(args.nproc);
+  if (int threads = dist::launched_worker_threads(); threads > 0) set_threads(threads);
   TrainResult result = train_detector(config, args.model_dir);
+  if (!result.main_process) return 0;  // rank 0 reports and evaluates
   std::printf("trained to step %lld, loss %.4f (first step of this run %.4f), checkpoint %s\n",
               static_cast<long long>(result.step), result.last_loss, result.first_loss,
               result.last_checkpoint.c_str());

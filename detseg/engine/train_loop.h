@@ -15,6 +15,7 @@ struct TrainResult {
   std::string last_checkpoint;  // path of the final checkpoint
   double last_loss = 0;         // total loss of the last step
   double first_loss = 0;        // total loss of the first step run in this process
+  bool main_process = true;     // rank 0 of a data-parallel run (the one that writes)
 };
 
 TrainResult train_detector(const PipelineConfig& config, const std::string& model_dir);
