@@ -106,7 +106,7 @@ DataParallel::DataParallel(const DistributedConfig& config) : config_(config), e
   // Only rank 0 talks to the user; the others report warnings and errors.
   if (!is_main()) set_log_level(LogLevel::kWarn);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
-  group_ = std::make_unique<ProcessGroup>(env_, timeout);
+  group_ = std::make_shared<ProcessGroup>(env_, timeout);
   log_info("data-parallel: ", env_.world_size, " processes, ", group_->backend(), " backend, rendezvous at ",
            env_.master_addr, ":", env_.master_port);
 }

@@ -65,6 +65,7 @@ class DataParallel {
   int world_size() const { return env_.world_size; }
   bool is_main() const { return env_.rank == 0; }
   ProcessGroup* group() { return group_.get(); }
+  std::shared_ptr<ProcessGroup> shared_group() const { return group_; }
 
   // Every rank must resume the same step (model_dir shared); returns it or throws Error.
   int64_t agree_on_step(int64_t step);
@@ -76,7 +77,7 @@ class DataParallel {
  private:
   DistributedConfig config_;
   Environment env_;
-  std::unique_ptr<ProcessGroup> group_;
+  std::shared_ptr<ProcessGroup> group_;
   std::unique_ptr<GradientAverager> averager_;
 };
 

@@ -171,6 +171,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
   TrainResult result;
   result.step = step;
   result.main_process = dp.is_main();
+  result.group = dp.shared_group();
   if (step >= t.num_steps) {
     log_info("model dir already holds step ", step, " >= train.num_steps ", t.num_steps, ": nothing to train");
     if (auto latest = checkpoints.latest()) result.last_checkpoint = *latest;
@@ -245,7 +246,8 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     for (auto& [name, value] : losses.parts) summary += str(" ", name, " ", value.item<double>());
     summary += str(" lr ", lr);
     progress.report(step, summary, log_now);
-    if (dp.is_main() && (checkpoints.due(step) || step == t.num_steps)) result.last_checkpoint = save(step);
+    if (checkpoints.due(step) || step == t.num_steps)
+      result.last_checkpoint = dp.is_main() ? save(step) : checkpoints.path_for_step(step);
   }
   result.step = step;
   log_info("saved ", result.last_checkpoint);

@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "detseg/core/error.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/train/checkpoint.h"
@@ -65,13 +67,20 @@ const fs::path& workdir() {
     subset.categories = all.categories;
     for (int i = 0; i < 4; ++i) subset.images.push_back(all.images[static_cast<size_t>(i)]);
     detseg::write_coco(subset, (d / "empty4.json").string());
+    for (const auto& a : all.annotations)
+      for (const auto& img : subset.images)
+        if (a.image_id == img.id) subset.annotations.push_back(a);
+    detseg::write_coco(subset, (d / "ann4.json").string());
     std::ofstream(d / "config.yaml")
         << "model: {type: retinanet, num_classes: 3, backbone: resnet18, image_size: 128, frozen_batch_norm: true,\n"
            "        fpn_channels: 32}\n"
            "train: {batch_size: 1, num_steps: 2, seed: 5, checkpoint_every: 1000, log_every: 1,\n"
-           "        optimizer: {type: sgd}, schedule: {type: constant, learning_rate: 0.02},\n"
+           "        optimizer: {type: sgd}, schedule: {type: constant, learning_rate: 1.0},\n"
            "        distributed: {timeout_s: 4}}\n"
            "train_input: {annotations: '" << (d / "empty4.json").string() << "', images: '"
+        << DETSEG_SOURCE_DIR << "/assets/demo/images', num_workers: 1}\n"
+        << "eval: {batch_size: 1}\n"
+        << "eval_input: {annotations: '" << (d / "ann4.json").string() << "', images: '"
         << DETSEG_SOURCE_DIR << "/assets/demo/images', num_workers: 1}\n";
     return d;
   }();
@@ -137,9 +146,9 @@ TEST(TrainNproc, TwoWorkersMatchOneProcessAndResumeInOne) {
   const fs::path one = workdir() / "one", two = workdir() / "two";
   fs::remove_all(one);
   fs::remove_all(two);
-  // One process, batch 2, rate 0.01 vs two processes, batch 1, rate 0.02 (per-replica normaliser 1).
+  // One process, batch 2, rate 0.5 vs two processes, batch 1, rate 1.0 (per-replica normaliser 1).
   CmdRun a = run("train --config " + config() + " --model-dir " + one.string() +
-              " --set train.batch_size=2 --set train.schedule.learning_rate=0.01");
+              " --set train.batch_size=2 --set train.schedule.learning_rate=0.5");
   ASSERT_EQ(a.code, 0) << a.output;
   CmdRun b = run("train --nproc 2 --config " + config() + " --model-dir " + two.string());
   ASSERT_EQ(b.code, 0) << b.output;
@@ -163,6 +172,21 @@ TEST(TrainNproc, TwoWorkersMatchOneProcessAndResumeInOne) {
   std::printf("2 x batch 1 vs 1 x batch 2 after 2 steps: max |diff| %.3g, max |change| %.3g\n", max_diff, max_change);
   EXPECT_LT(max_diff, 1e-5) << "max change " << max_change;
   EXPECT_GT(max_change, 100 * max_diff);
+  // The final evaluation, sharded over the 2 ranks and merged on rank 0, equals a 1-process
+  // evaluation of the same checkpoint: the 4 images once each, same loss means and COCO stats.
+  const fs::path single_eval = workdir() / "eval-two.json";
+  CmdRun e = run("eval --config " + config() + " --checkpoint " + (two / "ckpt-2.dsckpt").string() + " --json " +
+                 single_eval.string());
+  ASSERT_EQ(e.code, 0) << e.output;
+  const nlohmann::json merged = nlohmann::json::parse(read_text(two / "eval-final.json"));
+  const nlohmann::json single = nlohmann::json::parse(read_text(single_eval));
+  EXPECT_EQ(merged["num_images"], 4) << merged.dump();
+  EXPECT_EQ(merged["num_images"], single["num_images"]);
+  for (size_t i = 0; i < 12; ++i) EXPECT_NEAR(merged["stats"][i].get<double>(), single["stats"][i].get<double>(), 1e-9);
+  ASSERT_TRUE(merged["losses"].is_object()) << merged.dump();
+  for (auto& [name, value] : single["losses"].items())
+    EXPECT_NEAR(merged["losses"][name].get<double>(), value.get<double>(), 1e-6 * (1 + std::abs(value.get<double>())))
+        << name;
   // Only rank 0 logs: one metrics line per step.
   EXPECT_EQ(count_lines(two / "metrics.jsonl"), 2);
 
