@@ -61,6 +61,7 @@ void GradientAverager::on_gradient(size_t param, const at::Tensor& grad) {
 
 void GradientAverager::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].filled == buckets_[next_launch_].params.size()) {
+    if (next_launch_ == 0) first_launch_ = std::chrono::steady_clock::now();
     Bucket& bucket = buckets_[next_launch_++];
     bucket.launched = true;
     bucket.pending = group_.all_reduce_sum_async(bucket.flat);
@@ -96,7 +97,9 @@ void GradientAverager::finish() {
     bucket.filled = 0;
     bucket.launched = false;
   }
-  last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto end = std::chrono::steady_clock::now();
+  last_wait_seconds_ = std::chrono::duration<double>(end - start).count();
+  last_span_seconds_ = std::chrono::duration<double>(end - first_launch_).count();
   std::fill(seen_.begin(), seen_.end(), 0);
   next_launch_ = 0;
 }
@@ -138,6 +141,11 @@ void DataParallel::attach(const std::vector<at::Tensor>& params) {
   if (!group_) return;
   averager_ = std::make_unique<GradientAverager>(*group_, params, config_.bucket_mb);
   log_debug("data-parallel: ", params.size(), " gradients in ", averager_->num_buckets(), " buckets");
+}
+
+std::vector<std::pair<std::string, double>> DataParallel::step_timings() const {
+  if (!averager_) return {};
+  return {{"allreduce_wait_s", averager_->last_wait_seconds()}, {"allreduce_span_s", averager_->last_span_seconds()}};
 }
 
 void DataParallel::average_gradients() {

@@ -5,6 +5,7 @@
 // resumes with another world size. Without WORLD_SIZE (or WORLD_SIZE=1) every call is a no-op.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,7 @@ class GradientAverager {
   void finish();
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
   double last_wait_seconds() const { return last_wait_seconds_; }  // blocked in finish(), last step
+  double last_span_seconds() const { return last_span_seconds_; }  // first bucket launch to last done
 
  private:
   struct Bucket {
@@ -53,7 +55,8 @@ class GradientAverager {
   size_t next_launch_ = 0;
   std::mutex mutex_;
   std::vector<std::pair<size_t, unsigned>> hooks_;  // (param, handle)
-  double last_wait_seconds_ = 0;
+  double last_wait_seconds_ = 0, last_span_seconds_ = 0;
+  std::chrono::steady_clock::time_point first_launch_;
 };
 
 class DataParallel {
@@ -72,7 +75,9 @@ class DataParallel {
   void broadcast_module(torch::nn::Module& module);  // parameters and buffers from rank 0
   void attach(const std::vector<at::Tensor>& params);  // gradient hooks on the trainable tensors
   void average_gradients();                            // after backward
-  double last_allreduce_seconds() const { return averager_ ? averager_->last_wait_seconds() : 0; }
+  // For the metrics: time blocked on all-reduce after backward (not hidden by overlap), and the time
+  // from the first bucket's launch to the last bucket's completion.
+  std::vector<std::pair<std::string, double>> step_timings() const;
 
  private:
   DistributedConfig config_;

@@ -238,6 +238,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
       record.values.push_back({"l2_loss", l2.item<double>()});
       record.values.push_back({"learning_rate", lr});
       record.values.push_back({"grad_norm", grad_norm});
+      for (auto& timing : dp.step_timings()) record.values.push_back(timing);
       metrics->write(record);
       for (auto& [name, value] : record.values) events->add_scalar(name, value, step);
       events->flush();
