@@ -148,6 +148,13 @@ std::vector<std::pair<std::string, double>> DataParallel::step_timings() const {
   return {{"allreduce_wait_s", averager_->last_wait_seconds()}, {"allreduce_span_s", averager_->last_span_seconds()}};
 }
 
+std::string DataParallel::checkpoint_metadata(const std::string& metadata_json, int64_t batch_size) const {
+  nlohmann::json meta = nlohmann::json::parse(metadata_json);
+  meta["world_size"] = env_.world_size;
+  meta["batch_size"] = batch_size;
+  return meta.dump();
+}
+
 void DataParallel::average_gradients() {
   if (averager_) averager_->finish();
 }

@@ -75,6 +75,8 @@ class DataParallel {
   void broadcast_module(torch::nn::Module& module);  // parameters and buffers from rank 0
   void attach(const std::vector<at::Tensor>& params);  // gradient hooks on the trainable tensors
   void average_gradients();                            // after backward
+  // `metadata_json` plus the run's shape {"world_size", "batch_size"} for resume_start_batch.
+  std::string checkpoint_metadata(const std::string& metadata_json, int64_t batch_size) const;
   // For the metrics: time blocked on all-reduce after backward (not hidden by overlap), and the time
   // from the first bucket's launch to the last bucket's completion.
   std::vector<std::pair<std::string, double>> step_timings() const;

@@ -160,12 +160,12 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
 
   // Class names travel with the weights so `detseg predict` needs no annotation file.
   nlohmann::json meta = {{"model", config.model.type}, {"detseg", DETSEG_VERSION},
-                         {"class_names", dataset->class_names()}, {"category_ids", nlohmann::json::array()},
-                         {"world_size", dp.world_size()}, {"batch_size", t.batch_size}};
+                         {"class_names", dataset->class_names()}, {"category_ids", nlohmann::json::array()}};
   for (int64_t k = 0; k < dataset->num_classes(); ++k) meta["category_ids"].push_back(dataset->label_to_category_id(k));
   const std::string metadata = meta.dump();
   auto save = [&](int64_t at_step) {
-    return checkpoints.save(capture_training_state(at_step, *model, optimizer.optimizer.get(), ema.get(), metadata));
+    return checkpoints.save(capture_training_state(at_step, *model, optimizer.optimizer.get(), ema.get(),
+                                                   dp.checkpoint_metadata(metadata, t.batch_size)));
   };
 
   TrainResult result;
@@ -246,7 +246,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     std::string summary = str("loss ", total_value);
     for (auto& [name, value] : losses.parts) summary += str(" ", name, " ", value.item<double>());
     summary += str(" lr ", lr);
-    progress.report(step, summary, log_now);
+    if (dp.is_main()) progress.report(step, summary, log_now);
     if (checkpoints.due(step) || step == t.num_steps)
       result.last_checkpoint = dp.is_main() ? save(step) : checkpoints.path_for_step(step);
   }
