@@ -6,6 +6,9 @@
 #include "detseg/config/config.h"
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/core/threads.h"
+#include "detseg/dist/launch.h"
+#include "detseg/dist/process_group.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/train_loop.h"
 
@@ -13,16 +16,22 @@ namespace detseg::cli {
 
 int run_train(const TrainArgs& args) {
   PipelineConfig config = load_config(args.config, args.overrides);
-  DETSEG_CONFIG_CHECK(args.nproc == 1, "--nproc ", args.nproc,
-                      ": data-parallel training is not built yet; run with --nproc 1");
+  // --nproc N: this process only launches N workers (this same command line) and waits.
+  if (args.nproc > 1 && !dist::is_launched_worker()) return dist::launch_local_workers(args.nproc);
+  if (int threads = dist::launched_worker_threads(); threads > 0) set_threads(threads);
   TrainResult result = train_detector(config, args.model_dir);
-  std::printf("trained to step %lld, loss %.4f (first step of this run %.4f), checkpoint %s\n",
-              static_cast<long long>(result.step), result.last_loss, result.first_loss,
-              result.last_checkpoint.c_str());
+  // Data-parallel: every rank waits for rank 0's final checkpoint, evaluates its shard, and rank 0
+  // reports the merged result.
+  if (result.group) result.group->barrier();
+  if (result.main_process)
+    std::printf("trained to step %lld, loss %.4f (first step of this run %.4f), checkpoint %s\n",
+                static_cast<long long>(result.step), result.last_loss, result.first_loss,
+                result.last_checkpoint.c_str());
   if (!config.eval_input.annotations.empty() && !result.last_checkpoint.empty()) {
     int64_t step = 0;
     auto model = load_detector(config, result.last_checkpoint, &step);
-    DetectionEvalResult eval = evaluate_detector(config, *model);
+    DetectionEvalResult eval = evaluate_detector(config, *model, result.group.get());
+    if (!result.main_process) return 0;
     eval.step = step;
     std::printf("evaluation of step %lld on %lld images:\n%s", static_cast<long long>(step),
                 static_cast<long long>(eval.num_images), eval_result_text(eval, true).c_str());

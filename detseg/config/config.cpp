@@ -138,6 +138,13 @@ void visit_fine_tune(V& v, FineTuneConfig& c) {
 }
 
 template <class V>
+void visit_distributed(V& v, DistributedConfig& c) {
+  v.field("timeout_s", c.timeout_s, range(1, 86400),
+          "Rendezvous and collective timeout: a dead or hung worker stops the others within it");
+  v.field("bucket_mb", c.bucket_mb, range(0.001, 4096), "Gradient all-reduce bucket size in MB");
+}
+
+template <class V>
 void visit_train(V& v, TrainConfig& c) {
   v.field("batch_size", c.batch_size, range(1, 4096), "Images per step (per process)");
   v.field("num_steps", c.num_steps, range(1), "Training steps");
@@ -156,6 +163,7 @@ void visit_train(V& v, TrainConfig& c) {
   v.field("keep_checkpoints", c.keep_checkpoints, range(1), "Newest checkpoints kept");
   v.field("log_every", c.log_every, range(1), "Log losses, LR and speed every N steps");
   v.section("fine_tune", [&] { visit_fine_tune(v, c.fine_tune); });
+  v.section("distributed", [&] { visit_distributed(v, c.distributed); });
 }
 
 template <class V>

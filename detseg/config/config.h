@@ -70,6 +70,11 @@ struct FineTuneConfig {
   bool skip_mismatched = false;
 };
 
+struct DistributedConfig {
+  double timeout_s = 300;             // rendezvous and every collective; a dead or hung peer fails others within it
+  double bucket_mb = 25;              // gradient all-reduce bucket size
+};
+
 struct TrainConfig {
   int64_t batch_size = 2;
   int64_t num_steps = 1000;
@@ -83,6 +88,7 @@ struct TrainConfig {
   int64_t keep_checkpoints = 7;
   int64_t log_every = 10;
   FineTuneConfig fine_tune;
+  DistributedConfig distributed;      // multi-process training (see docs/distributed.md)
 };
 
 struct EvalConfig {

@@ -1,5 +1,6 @@
 #include "detseg/engine/evaluate.h"
 
+#include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/dist/process_group.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
@@ -27,12 +29,62 @@ std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const 
   return model;
 }
 
-DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model) {
+namespace {
+
+// Gathers every rank's detections, image ids and loss sums on all ranks and merges them into
+// rank 0's (the shards' wrap-around padding repeats a few images: each image counts once).
+// Returns true on rank 0.
+bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& detections,
+                       std::set<int64_t>& images, std::vector<std::pair<std::string, double>>& loss_sums,
+                       int64_t& batches) {
+  nlohmann::json mine = {{"images", std::vector<int64_t>(images.begin(), images.end())},
+                         {"batches", batches}, {"losses", nlohmann::json::array()}, {"dets", nlohmann::json::array()}};
+  for (auto& [name, sum] : loss_sums) mine["losses"].push_back({name, sum});
+  for (const auto& d : detections)
+    mine["dets"].push_back({d.image_id, d.category_id, d.bbox[0], d.bbox[1], d.bbox[2], d.bbox[3], d.score});
+  std::vector<std::string> all = group.all_gather_bytes(mine.dump());
+  if (group.rank() != 0) return false;
+  detections.clear();
+  images.clear();
+  batches = 0;
+  for (auto& entry : loss_sums) entry.second = 0;
+  for (const std::string& bytes : all) {
+    const nlohmann::json shard = nlohmann::json::parse(bytes);
+    std::set<int64_t> fresh;
+    for (int64_t id : shard["images"].get<std::vector<int64_t>>())
+      if (images.insert(id).second) fresh.insert(id);
+    for (const auto& d : shard["dets"]) {
+      if (!fresh.count(d[0].get<int64_t>())) continue;
+      CocoAnnotation a;
+      a.id = static_cast<int64_t>(detections.size()) + 1;
+      a.image_id = d[0].get<int64_t>();
+      a.category_id = d[1].get<int64_t>();
+      for (int k = 0; k < 4; ++k) a.bbox[k] = d[2 + k].get<double>();
+      a.score = d[6].get<double>();
+      detections.push_back(a);
+    }
+    batches += shard["batches"].get<int64_t>();
+    const auto& losses = shard["losses"];
+    if (loss_sums.empty())
+      for (const auto& l : losses) loss_sums.push_back({l[0].get<std::string>(), 0.0});
+    for (size_t i = 0; i < losses.size() && i < loss_sums.size(); ++i) loss_sums[i].second += losses[i][1].get<double>();
+  }
+  return true;
+}
+
+}  // namespace
+
+DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model, dist::ProcessGroup* group) {
   torch::NoGradGuard no_grad;
   model.eval();
   auto dataset = make_detection_dataset(config.eval_input, /*training=*/false);
   LoaderOptions options =
       make_loader_options(config, config.eval_input, /*training=*/false, config.eval.batch_size, model.input_size());
+  const bool sharded = group != nullptr && group->world_size() > 1;
+  if (sharded) {
+    options.rank = group->rank();
+    options.world_size = group->world_size();
+  }
   Loader loader(dataset->size(), [dataset](int64_t i) { return dataset->get(i); }, options);
 
   DetectionEvalResult result;
@@ -67,6 +119,10 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
         result.detections.push_back(a);
       }
     }
+  }
+  if (sharded && !merge_eval_shards(*group, result.detections, evaluated_images, loss_sums, batches)) {
+    for (auto& [name, sum] : loss_sums) result.losses.push_back({name, batches ? sum / batches : 0.0});
+    return result;  // not rank 0: rank 0 holds the merged evaluation
   }
   for (auto& [name, sum] : loss_sums) result.losses.push_back({name, batches ? sum / batches : 0.0});
   result.num_images = static_cast<int64_t>(evaluated_images.size());

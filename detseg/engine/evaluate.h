@@ -13,6 +13,9 @@
 #include "detseg/models/detector.h"
 
 namespace detseg {
+namespace dist {
+class ProcessGroup;
+}
 
 struct DetectionEvalResult {
   int64_t step = 0;
@@ -28,7 +31,10 @@ struct DetectionEvalResult {
 std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const std::string& checkpoint,
                                             int64_t* step = nullptr);
 
-DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model);
+// With a process group of several ranks, each evaluates its shard of the images (the loader's
+// rank/world_size) and rank 0 merges them into one COCO evaluation; other ranks get only losses.
+DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model,
+                                      dist::ProcessGroup* group = nullptr);
 
 // {"step", "stats": [12 numbers], "per_category_ap": {name: ap}, "losses": {...}, "num_images"}.
 std::string eval_result_json(const DetectionEvalResult& result);

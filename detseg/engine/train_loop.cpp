@@ -11,6 +11,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/dist/data_parallel.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
@@ -80,7 +81,8 @@ class Progress {
 TrainResult train_detector(const PipelineConfig& config, const std::string& model_dir) {
   const TrainConfig& t = config.train;
   make_directories(model_dir);
-  write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
+  dist::DataParallel dp(t.distributed);  // one process unless torchrun's variables say otherwise
+  if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
   at::manual_seed(static_cast<uint64_t>(t.seed));
 
   auto dataset = make_detection_dataset(config.train_input, /*training=*/true);
@@ -92,7 +94,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
 
   const OptimizerOptions& opt_options = t.optimizer;
   ParameterSelection params = select_parameters(*model, opt_options);
-  Schedule schedule = resolve_schedule(schedule_options(t, 1));
+  Schedule schedule = resolve_schedule(schedule_options(t, dp.world_size()));
   TrainOptimizer optimizer = build_optimizer(params, opt_options, learning_rate_at(schedule, 0));
   std::unique_ptr<WeightEma> ema;
   if (t.moving_average_decay > 0) ema = std::make_unique<WeightEma>(*model, EmaOptions{t.moving_average_decay, true});
@@ -104,8 +106,10 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
   CheckpointManager checkpoints(ckpt_options);
 
   int64_t step = 0;
+  std::string resumed_from;
   if (auto latest = checkpoints.latest()) {
     step = restore_training_state(*latest, *model, optimizer.optimizer.get(), ema.get());
+    resumed_from = *latest;
     log_info("resumed from ", *latest, " at step ", step);
   } else {
     FineTuneOptions ft = fine_tune_options(t.fine_tune);
@@ -116,17 +120,24 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     }
   }
 
+  step = dp.agree_on_step(step);
+  dp.broadcast_module(*model);
+  if (ema && resumed_from.empty()) ema = std::make_unique<WeightEma>(*model, EmaOptions{t.moving_average_decay, true});
+
   // Class names travel with the weights so `detseg predict` needs no annotation file.
   nlohmann::json meta = {{"model", config.model.type}, {"detseg", DETSEG_VERSION},
                          {"class_names", dataset->class_names()}, {"category_ids", nlohmann::json::array()}};
   for (int64_t k = 0; k < dataset->num_classes(); ++k) meta["category_ids"].push_back(dataset->label_to_category_id(k));
   const std::string metadata = meta.dump();
   auto save = [&](int64_t at_step) {
-    return checkpoints.save(capture_training_state(at_step, *model, optimizer.optimizer.get(), ema.get(), metadata));
+    return checkpoints.save(capture_training_state(at_step, *model, optimizer.optimizer.get(), ema.get(),
+                                                   dp.checkpoint_metadata(metadata, t.batch_size)));
   };
 
   TrainResult result;
   result.step = step;
+  result.main_process = dp.is_main();
+  result.group = dp.shared_group();
   if (step >= t.num_steps) {
     log_info("model dir already holds step ", step, " >= train.num_steps ", t.num_steps, ": nothing to train");
     if (auto latest = checkpoints.latest()) result.last_checkpoint = *latest;
@@ -136,10 +147,19 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
   LoaderOptions loader_options =
       make_loader_options(config, config.train_input, /*training=*/true, t.batch_size, model->input_size());
   loader_options.start_batch = step;  // resume exactly where the batches left off
+  loader_options.rank = dp.rank();
+  loader_options.world_size = dp.world_size();
+  if (!resumed_from.empty())
+    loader_options.start_batch = dist::resume_start_batch(resumed_from, step, dataset->size(), loader_options);
   Loader loader(dataset->size(), [dataset](int64_t i) { return dataset->get(i); }, loader_options);
 
-  MetricsJsonlWriter metrics(model_dir + "/metrics.jsonl");
-  EventWriter events(model_dir + "/train");
+  std::unique_ptr<MetricsJsonlWriter> metrics;  // only rank 0 writes logs and summaries
+  std::unique_ptr<EventWriter> events;
+  if (dp.is_main()) {
+    metrics = std::make_unique<MetricsJsonlWriter>(model_dir + "/metrics.jsonl");
+    events = std::make_unique<EventWriter>(model_dir + "/train");
+  }
+  dp.attach(params.tensors());
   Progress progress(step, t.num_steps);
   log_info("training ", config.model.type, " for ", t.num_steps - step, " steps, batch ", t.batch_size, ", ",
            params.trainable.size(), " trainable tensors (", params.frozen.size(), " frozen)");
@@ -164,6 +184,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
                       ". HINT: lower train.schedule.learning_rate or enable train.clip_gradients_norm"));
     }
     total.backward();
+    dp.average_gradients();
     const double grad_norm = clip_gradients_by_global_norm(params.tensors(), opt_options.clip_gradients_norm);
     optimizer.optimizer->step();
     ++step;
@@ -173,7 +194,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     result.last_loss = total_value;
 
     const bool log_now = step % t.log_every == 0 || step == t.num_steps;
-    if (log_now) {
+    if (log_now && metrics) {
       MetricsRecord record;
       record.step = step;
       record.time = unix_time_now();
@@ -183,15 +204,17 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
       record.values.push_back({"l2_loss", l2.item<double>()});
       record.values.push_back({"learning_rate", lr});
       record.values.push_back({"grad_norm", grad_norm});
-      metrics.write(record);
-      for (auto& [name, value] : record.values) events.add_scalar(name, value, step);
-      events.flush();
+      for (auto& timing : dp.step_timings()) record.values.push_back(timing);
+      metrics->write(record);
+      for (auto& [name, value] : record.values) events->add_scalar(name, value, step);
+      events->flush();
     }
     std::string summary = str("loss ", total_value);
     for (auto& [name, value] : losses.parts) summary += str(" ", name, " ", value.item<double>());
     summary += str(" lr ", lr);
-    progress.report(step, summary, log_now);
-    if (checkpoints.due(step) || step == t.num_steps) result.last_checkpoint = save(step);
+    if (dp.is_main()) progress.report(step, summary, log_now);
+    if (checkpoints.due(step) || step == t.num_steps)
+      result.last_checkpoint = dp.is_main() ? save(step) : checkpoints.path_for_step(step);
   }
   result.step = step;
   log_info("saved ", result.last_checkpoint);

@@ -4,17 +4,23 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "detseg/config/config.h"
 
 namespace detseg {
+namespace dist {
+class ProcessGroup;
+}
 
 struct TrainResult {
   int64_t step = 0;             // steps done in total (resumed ones included)
   std::string last_checkpoint;  // path of the final checkpoint
   double last_loss = 0;         // total loss of the last step
   double first_loss = 0;        // total loss of the first step run in this process
+  bool main_process = true;     // rank 0 of a data-parallel run (the one that writes)
+  std::shared_ptr<dist::ProcessGroup> group;  // data-parallel runs: for the sharded final evaluation
 };
 
 TrainResult train_detector(const PipelineConfig& config, const std::string& model_dir);

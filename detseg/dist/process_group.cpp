@@ -1,0 +1,196 @@
+#include "detseg/dist/process_group.h"
+
+// ProcessGroupGloo.hpp is guarded by the macro torch's own build defines; the <gloo/...> headers
+// it includes come from gloo_shim/ (see the note there).
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef DETSEG_WITH_CUDA
+#define USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#include <torch/cuda.h>
+#endif
+
+#include <cstdlib>
+#include <cstring>
+
+#include "detseg/core/error.h"
+#include "detseg/core/log.h"
+
+namespace detseg::dist {
+namespace {
+
+// The message of a c10d/Gloo failure without LibTorch's C++ backtrace.
+std::string short_what(const std::exception& e) {
+  if (auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
+  return e.what();
+}
+
+bool get_int(const char* name, int& out) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return false;
+  char* end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  DETSEG_CONFIG_CHECK(end != nullptr && *end == '\0', "environment variable ", name, "=\"", value,
+                      "\": expected an integer");
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+}  // namespace
+
+Environment environment_from_env() {
+  Environment env;
+  if (!get_int("WORLD_SIZE", env.world_size)) return env;
+  DETSEG_CONFIG_CHECK(env.world_size >= 1, "environment variable WORLD_SIZE=", env.world_size, ": must be >= 1");
+  DETSEG_CONFIG_CHECK(get_int("RANK", env.rank) || env.world_size == 1,
+                      "environment variable RANK is not set but WORLD_SIZE=", env.world_size, " is");
+  DETSEG_CONFIG_CHECK(env.rank >= 0 && env.rank < env.world_size, "environment variable RANK=", env.rank,
+                      ": must be in [0, WORLD_SIZE=", env.world_size, ")");
+  get_int("LOCAL_RANK", env.local_rank);
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') env.master_addr = addr;
+  get_int("MASTER_PORT", env.master_port);
+  DETSEG_CONFIG_CHECK(env.master_port > 0 && env.master_port < 65536, "environment variable MASTER_PORT=",
+                      env.master_port, ": must be in 1..65535");
+  return env;
+}
+
+struct ProcessGroup::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  std::string backend;
+};
+
+ProcessGroup::ProcessGroup(const Environment& env, std::chrono::milliseconds timeout)
+    : env_(env), timeout_(timeout), impl_(std::make_unique<Impl>()) {
+  const std::string where = str("distributed: rank ", env.rank, " of ", env.world_size);
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(env.master_port);
+    store_options.isServer = env.rank == 0;
+    store_options.numWorkers = static_cast<size_t>(env.world_size);
+    store_options.waitWorkers = true;
+    store_options.timeout = timeout;
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+  } catch (const std::exception& e) {
+    throw Error(str(where, ": rendezvous at MASTER_ADDR:MASTER_PORT=", env.master_addr, ":", env.master_port,
+                    " failed within ", timeout.count() / 1000.0, " s (train.distributed.timeout_s): ", short_what(e)));
+  }
+  try {
+#ifdef DETSEG_WITH_CUDA
+    if (torch::cuda::is_available()) {
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = timeout;
+      impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank, env.world_size, options);
+      impl_->backend = "nccl";
+    }
+#endif
+    if (!impl_->group) {
+      auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+      // GLOO_SOCKET_IFNAME picks the interface as in PyTorch; loopback rendezvous stays on loopback
+      // (no dependence on how the host name resolves); otherwise the host name's address.
+      if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0')
+        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      else if (is_loopback(env.master_addr))
+        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      else
+        options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      options->threads = 2;
+      impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank, env.world_size, options);
+      impl_->backend = "gloo";
+    }
+  } catch (const std::exception& e) {
+    throw Error(str(where, ": creating the process group failed: ", short_what(e)));
+  }
+  log_debug(where, ": ", impl_->backend, " process group ready (", env.master_addr, ":", env.master_port, ")");
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+std::string ProcessGroup::backend() const { return impl_->backend; }
+
+namespace {
+
+void wait_work(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what, const Environment& env,
+               std::chrono::milliseconds timeout) {
+  try {
+    work->wait(timeout);
+  } catch (const std::exception& e) {
+    throw Error(str("distributed: rank ", env.rank, " of ", env.world_size, ": ", what,
+                    " failed: a peer process died, hung past train.distributed.timeout_s=", timeout.count() / 1000.0,
+                    " s, or left the job (", short_what(e), ")"));
+  }
+}
+
+}  // namespace
+
+void ProcessGroup::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  options.timeout = timeout_;
+  // One tensor per call: Gloo's broadcast takes a list only for multi-device inputs.
+  for (auto& t : tensors) {
+    std::vector<at::Tensor> one{t};
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = impl_->group->broadcast(one, options);
+    } catch (const std::exception& e) {
+      throw Error(str("distributed: rank ", env_.rank, ": broadcast failed: ", short_what(e)));
+    }
+    wait_work(work, "broadcast", env_, timeout_);
+  }
+}
+
+Pending ProcessGroup::all_reduce_sum_async(at::Tensor tensor) {
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  options.timeout = timeout_;
+  std::vector<at::Tensor> one{std::move(tensor)};
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = impl_->group->allreduce(one, options);
+  } catch (const std::exception& e) {
+    throw Error(str("distributed: rank ", env_.rank, ": all-reduce failed: ", short_what(e)));
+  }
+  return Pending([work, env = env_, timeout = timeout_] { wait_work(work, "all-reduce", env, timeout); });
+}
+
+std::vector<std::string> ProcessGroup::all_gather_bytes(const std::string& mine) {
+  const int w = env_.world_size;
+  at::Tensor size = at::tensor({static_cast<int64_t>(mine.size())}, at::kLong);
+  std::vector<std::vector<at::Tensor>> sizes_out(1);
+  for (int r = 0; r < w; ++r) sizes_out[0].push_back(at::empty({1}, at::kLong));
+  std::vector<at::Tensor> in{size};
+  c10d::AllgatherOptions options;
+  options.timeout = timeout_;
+  wait_work(impl_->group->allgather(sizes_out, in, options), "all-gather", env_, timeout_);
+  int64_t max_size = 1;
+  for (auto& s : sizes_out[0]) max_size = std::max(max_size, s.item<int64_t>());
+  // All-gather needs equal sizes: pad every rank's bytes to the largest.
+  at::Tensor bytes = at::zeros({max_size}, at::kByte);
+  if (!mine.empty()) std::memcpy(bytes.data_ptr<uint8_t>(), mine.data(), mine.size());
+  std::vector<std::vector<at::Tensor>> bytes_out(1);
+  for (int r = 0; r < w; ++r) bytes_out[0].push_back(at::empty({max_size}, at::kByte));
+  std::vector<at::Tensor> bytes_in{bytes};
+  wait_work(impl_->group->allgather(bytes_out, bytes_in, options), "all-gather", env_, timeout_);
+  std::vector<std::string> result;
+  for (int r = 0; r < w; ++r) {
+    const auto n = static_cast<size_t>(sizes_out[0][static_cast<size_t>(r)].item<int64_t>());
+    result.emplace_back(reinterpret_cast<const char*>(bytes_out[0][static_cast<size_t>(r)].data_ptr<uint8_t>()), n);
+  }
+  return result;
+}
+
+void ProcessGroup::barrier() {
+  c10d::BarrierOptions options;
+  options.timeout = timeout_;
+  wait_work(impl_->group->barrier(options), "barrier", env_, timeout_);
+}
+
+}  // namespace detseg::dist

@@ -1,0 +1,72 @@
+// Implements: the distributed runtime detseg trains on: torchrun's environment variables
+// (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), rendezvous through c10d's TCPStore, and
+// a c10d process group (Gloo on CPU; NCCL when built with CUDA). The c10d types stay inside
+// process_group.cpp so nothing else needs the torch distributed headers. Every failed collective
+// (dead peer, hung peer past the timeout) surfaces as detseg::Error naming the operation and rank.
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace detseg::dist {
+
+struct Environment {
+  int rank = 0;
+  int world_size = 1;  // 1 when WORLD_SIZE is unset: a plain single-process run
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+};
+
+// Reads torchrun's variables; WORLD_SIZE unset means one process. Throws ConfigError naming the
+// variable when one is malformed or inconsistent (RANK >= WORLD_SIZE, MASTER_PORT out of range).
+Environment environment_from_env();
+
+// A pending collective; wait() blocks until it is done and throws detseg::Error when it failed.
+class Pending {
+ public:
+  Pending() = default;
+  explicit Pending(std::function<void()> wait) : wait_(std::move(wait)) {}
+  void wait() {
+    if (wait_) std::exchange(wait_, nullptr)();
+  }
+
+ private:
+  std::function<void()> wait_;
+};
+
+class ProcessGroup {
+ public:
+  // Rendezvous (rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT) and the backend. `timeout`
+  // bounds the rendezvous and every collective: a peer that dies or hangs makes the others throw
+  // within it.
+  ProcessGroup(const Environment& env, std::chrono::milliseconds timeout);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  std::string backend() const;
+
+  // In place, all tensors in one call (same order on every rank).
+  void broadcast(std::vector<at::Tensor>& tensors, int root = 0);
+  Pending all_reduce_sum_async(at::Tensor tensor);
+  void all_reduce_sum(at::Tensor tensor) { all_reduce_sum_async(std::move(tensor)).wait(); }
+  // Every rank's `mine`, in rank order (sizes may differ between ranks).
+  std::vector<std::string> all_gather_bytes(const std::string& mine);
+  void barrier();
+
+ private:
+  struct Impl;
+  Environment env_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace detseg::dist

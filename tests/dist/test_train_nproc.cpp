@@ -1,0 +1,230 @@
+// `detseg train --nproc N` end to end with the real binary: RetinaNet-R18 on 4 demo images at
+// 128 px. Two workers x batch 1 reach the same weights as one process x batch 2; only rank 0
+// writes; a 2-process run resumes in 1 process; a killed or hung worker stops the job.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "detseg/core/error.h"
+#include "detseg/data/readers/coco.h"
+#include "detseg/train/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CmdRun {
+  int code = -1;
+  std::string output;
+};
+
+CmdRun run(const std::string& args) {
+  CmdRun r;
+  std::string command = "timeout 120 " + std::string(DETSEG_BINARY) + " --threads 1 " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int count_lines(const fs::path& p) {
+  std::string t = read_text(p);
+  return static_cast<int>(std::count(t.begin(), t.end(), '\n'));
+}
+
+// 4 demo images with their annotations removed: each image's loss normaliser is then 1 (positives
+// + 1) whether it is alone or in a batch, so with the reference's per-replica normalisation two
+// replicas at rate 2x take exactly one process's batch-2 step (see docs/distributed.md).
+const fs::path& workdir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / "detseg_test_dist";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    detseg::CocoDataset all = detseg::read_coco(std::string(DETSEG_SOURCE_DIR) + "/assets/demo/train.json");
+    detseg::CocoDataset subset;
+    subset.categories = all.categories;
+    for (int i = 0; i < 4; ++i) subset.images.push_back(all.images[static_cast<size_t>(i)]);
+    detseg::write_coco(subset, (d / "empty4.json").string());
+    for (const auto& a : all.annotations)
+      for (const auto& img : subset.images)
+        if (a.image_id == img.id) subset.annotations.push_back(a);
+    detseg::write_coco(subset, (d / "ann4.json").string());
+    std::ofstream(d / "config.yaml")
+        << "model: {type: retinanet, num_classes: 3, backbone: resnet18, image_size: 128, frozen_batch_norm: true,\n"
+           "        fpn_channels: 32}\n"
+           "train: {batch_size: 1, num_steps: 2, seed: 5, checkpoint_every: 1000, log_every: 1,\n"
+           "        optimizer: {type: sgd}, schedule: {type: constant, learning_rate: 1.0},\n"
+           "        distributed: {timeout_s: 4}}\n"
+           "train_input: {annotations: '" << (d / "empty4.json").string() << "', images: '"
+        << DETSEG_SOURCE_DIR << "/assets/demo/images', num_workers: 1}\n"
+        << "eval: {batch_size: 1}\n"
+        << "eval_input: {annotations: '" << (d / "ann4.json").string() << "', images: '"
+        << DETSEG_SOURCE_DIR << "/assets/demo/images', num_workers: 1}\n";
+    return d;
+  }();
+  return dir;
+}
+
+std::string config() { return (workdir() / "config.yaml").string(); }
+
+std::pair<pid_t, fs::path> start_background(const std::string& args, const fs::path& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string command = std::string(DETSEG_BINARY) + " --threads 1 " + args + " > " + log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), nullptr);
+    ::_exit(127);
+  }
+  return {pid, log};
+}
+
+// The worker of `launcher` whose environment holds RANK=<rank>, or -1.
+pid_t worker_pid(pid_t launcher, int rank) {
+  const std::string l = std::to_string(launcher);
+  std::istringstream children(read_text(fs::path("/proc") / l / "task" / l / "children"));
+  pid_t pid = 0;
+  while (children >> pid) {
+    std::string env = read_text(fs::path("/proc") / std::to_string(pid) / "environ");
+    std::istringstream vars(env);
+    std::string var;
+    while (std::getline(vars, var, '\0'))
+      if (var == "RANK=" + std::to_string(rank)) return pid;
+  }
+  return -1;
+}
+
+// Waits for `pid` up to `seconds`; returns its wait status, or -1 (then kills it) on timeout.
+int wait_for(pid_t pid, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+// Starts a long --nproc 2 run, waits until rank 0 logged a step, then hands back the launcher.
+pid_t start_long_run(const std::string& name, const std::string& extra) {
+  fs::path model = workdir() / name;
+  fs::remove_all(model);
+  auto [launcher, log] =
+      start_background("train --nproc 2 --config " + config() + " --model-dir " + model.string() +
+                           " --set train.num_steps=100000 " + extra, workdir() / (name + ".log"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && count_lines(model / "metrics.jsonl") < 1)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return launcher;
+}
+
+}  // namespace
+
+TEST(TrainNproc, TwoWorkersMatchOneProcessAndResumeInOne) {
+  const fs::path one = workdir() / "one", two = workdir() / "two";
+  fs::remove_all(one);
+  fs::remove_all(two);
+  // One process, batch 2, rate 0.5 vs two processes, batch 1, rate 1.0 (per-replica normaliser 1).
+  CmdRun a = run("train --config " + config() + " --model-dir " + one.string() +
+              " --set train.batch_size=2 --set train.schedule.learning_rate=0.5");
+  ASSERT_EQ(a.code, 0) << a.output;
+  CmdRun b = run("train --nproc 2 --config " + config() + " --model-dir " + two.string());
+  ASSERT_EQ(b.code, 0) << b.output;
+  EXPECT_NE(b.output.find("data-parallel: 2 processes, gloo backend"), std::string::npos) << b.output;
+
+  detseg::Checkpoint ca = detseg::read_checkpoint((one / "ckpt-2.dsckpt").string());
+  detseg::Checkpoint cb = detseg::read_checkpoint((two / "ckpt-2.dsckpt").string());
+  ASSERT_EQ(ca.model.size(), cb.model.size());
+  double max_diff = 0, max_change = 0;
+  for (size_t k = 0; k < ca.model.size(); ++k) {
+    ASSERT_EQ(ca.model[k].first, cb.model[k].first);
+    max_diff = std::max(max_diff, (ca.model[k].second - cb.model[k].second).abs().max().item<double>());
+  }
+  // The steps moved the weights far more than the difference (so the test can fail).
+  CmdRun init = run("train --config " + config() + " --model-dir " + (workdir() / "zero").string() +
+                 " --set train.num_steps=1 --set train.schedule.learning_rate=1e-12");
+  ASSERT_EQ(init.code, 0) << init.output;
+  detseg::Checkpoint c0 = detseg::read_checkpoint((workdir() / "zero" / "ckpt-1.dsckpt").string());
+  for (size_t k = 0; k < ca.model.size(); ++k)
+    max_change = std::max(max_change, (ca.model[k].second - c0.model[k].second).abs().max().item<double>());
+  std::printf("2 x batch 1 vs 1 x batch 2 after 2 steps: max |diff| %.3g, max |change| %.3g\n", max_diff, max_change);
+  EXPECT_LT(max_diff, 1e-5) << "max change " << max_change;
+  EXPECT_GT(max_change, 100 * max_diff);
+  // The final evaluation, sharded over the 2 ranks and merged on rank 0, equals a 1-process
+  // evaluation of the same checkpoint: the 4 images once each, same loss means and COCO stats.
+  const fs::path single_eval = workdir() / "eval-two.json";
+  CmdRun e = run("eval --config " + config() + " --checkpoint " + (two / "ckpt-2.dsckpt").string() + " --json " +
+                 single_eval.string());
+  ASSERT_EQ(e.code, 0) << e.output;
+  const nlohmann::json merged = nlohmann::json::parse(read_text(two / "eval-final.json"));
+  const nlohmann::json single = nlohmann::json::parse(read_text(single_eval));
+  EXPECT_EQ(merged["num_images"], 4) << merged.dump();
+  EXPECT_EQ(merged["num_images"], single["num_images"]);
+  for (size_t i = 0; i < 12; ++i) EXPECT_NEAR(merged["stats"][i].get<double>(), single["stats"][i].get<double>(), 1e-9);
+  ASSERT_TRUE(merged["losses"].is_object()) << merged.dump();
+  for (auto& [name, value] : single["losses"].items())
+    EXPECT_NEAR(merged["losses"][name].get<double>(), value.get<double>(), 1e-6 * (1 + std::abs(value.get<double>())))
+        << name;
+  // Only rank 0 logs: one metrics line per step.
+  EXPECT_EQ(count_lines(two / "metrics.jsonl"), 2);
+
+  // The 2-process run (saved 2 x batch 1) resumes in one process with batch 1.
+  CmdRun c = run("train --config " + config() + " --model-dir " + two.string() + " --set train.num_steps=3");
+  ASSERT_EQ(c.code, 0) << c.output;
+  EXPECT_NE(c.output.find("resumed from"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("step 2 continues at loader batch 4"), std::string::npos) << c.output;
+  EXPECT_TRUE(fs::exists(two / "ckpt-3.dsckpt"));
+  EXPECT_EQ(count_lines(two / "metrics.jsonl"), 3);
+}
+
+TEST(TrainNproc, KilledWorkerStopsTheJob) {
+  pid_t launcher = start_long_run("killed", "");
+  pid_t rank1 = worker_pid(launcher, 1);
+  ASSERT_GT(rank1, 0) << read_text(workdir() / "killed.log");
+  ::kill(rank1, SIGKILL);
+  int status = wait_for(launcher, 30);
+  const std::string log = read_text(workdir() / "killed.log");
+  ASSERT_NE(status, -1) << "launcher did not stop within 30 s\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << log;
+  EXPECT_NE(log.find("worker rank 1 (pid " + std::to_string(rank1) + ") was killed by signal 9"), std::string::npos)
+      << log;
+  EXPECT_EQ(worker_pid(launcher, 0), -1);
+}
+
+TEST(TrainNproc, HungWorkerTimesOutWithAClearError) {
+  pid_t launcher = start_long_run("hung", "");  // train.distributed.timeout_s: 4
+  pid_t rank1 = worker_pid(launcher, 1);
+  ASSERT_GT(rank1, 0) << read_text(workdir() / "hung.log");
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(rank1, SIGSTOP);
+  int status = wait_for(launcher, 40);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string log = read_text(workdir() / "hung.log");
+  ASSERT_NE(status, -1) << "launcher did not stop within 40 s\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << log;
+  EXPECT_NE(log.find("distributed: rank 0 of 2: all-reduce failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("worker rank 0"), std::string::npos) << log;
+  EXPECT_LT(seconds, 25) << log;
+}
