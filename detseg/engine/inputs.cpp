@@ -6,7 +6,7 @@
 
 namespace detseg {
 
-std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training) {
+std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training, bool with_masks) {
   DETSEG_CONFIG_CHECK(!input.annotations.empty(), "input.annotations: required");
   CocoDataset coco;
   DetectionDatasetOptions options;
@@ -24,6 +24,7 @@ std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& inpu
   options.invalid_boxes = parse_box_policy(input.box_policy);
   options.skip_empty_images = false;
   options.skip_ignored = training;
+  options.with_masks = with_masks;
   auto dataset = std::make_shared<DetectionDataset>(std::move(coco), options);
   const BoxStats& s = dataset->box_stats();
   log_info(input.annotations, ": ", dataset->size(), " images, ", s.kept, " boxes kept of ", s.total,

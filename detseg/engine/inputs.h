@@ -11,7 +11,9 @@
 namespace detseg {
 
 // Reads the annotations (COCO JSON or VOC folder) and checks the boxes per input.box_policy.
-std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training);
+// with_masks rasterises instance masks into the examples (Mask R-CNN).
+std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training,
+                                                         bool with_masks = false);
 
 // Loader options for `input`: training shuffles and augments (flip, scale jitter) forever;
 // evaluation keeps order, resizes keeping the aspect, and runs one epoch.

@@ -85,7 +85,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
   if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
   at::manual_seed(static_cast<uint64_t>(t.seed));
 
-  auto dataset = make_detection_dataset(config.train_input, /*training=*/true);
+  auto dataset = make_detection_dataset(config.train_input, /*training=*/true, uses_instance_masks(config.model));
   DETSEG_CONFIG_CHECK(dataset->num_classes() == config.model.num_classes, location(config.source),
                       "model.num_classes is ", config.model.num_classes, " but ", config.train_input.annotations,
                       " defines ", dataset->num_classes(), " categories");

@@ -11,4 +11,8 @@ namespace detseg {
 
 std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config);
 
+// Whether the model trains on and predicts instance masks (mask_rcnn): the data pipeline then
+// carries them and evaluation adds COCO segm metrics.
+inline bool uses_instance_masks(const ModelConfig& model) { return model.type == "mask_rcnn"; }
+
 }  // namespace detseg
