@@ -220,7 +220,6 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
       at::zeros({total, logits.size(1)}, logits.options()).index_put({row_index}, logits);
   p.refined_box_encodings =
       at::zeros({total, box_deltas.size(1), 4}, box_deltas.options()).index_put({row_index}, swap_xy(box_deltas));
-  if (training && network->options.masks()) p.mask_logits = masks_at(p, per_image);
   return p;
 }
 
@@ -319,47 +318,55 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
   // ---- masks: on the sampled proposals in training, on the detections otherwise ----
   if (network->options.masks() && batch.masks.defined()) {
     std::vector<at::Tensor> boxes;
-    at::Tensor logits;
     if (is_training()) {
       for (int64_t b = 0; b < batch_size; ++b)
         boxes.push_back(p.proposal_boxes[b].slice(0, 0, p.num_proposals[b].item<int64_t>()));
-      logits = p.mask_logits;
     } else {
       for (const Boxes& d : detections) boxes.push_back(d.boxes.to(device));
-      logits = boxes.empty() ? at::Tensor() : masks_at(p, boxes);
     }
-    at::Tensor mask_loss = at::zeros({}, fopts);
-    if (logits.defined()) {
-      const int64_t size = logits.size(2);
-      double num_positives = 0;
-      int64_t row = 0;
-      for (int64_t b = 0; b < static_cast<int64_t>(boxes.size()); ++b) {
-        const int64_t n = boxes[b].size(0);
-        at::Tensor image_logits = logits.slice(0, row, row + n);
-        row += n;
-        GroundTruth gt = ground_truth(batch, b);
-        if (n == 0 || gt.boxes.size(0) == 0) continue;
+    // Only positives carry mask loss, so the mask head runs on them alone (as torchvision does);
+    // p.mask_logits, when given, holds every box's logits and is indexed instead.
+    std::vector<at::Tensor> pos_boxes, pos_rows, pos_classes, targets;
+    int64_t row = 0;
+    for (int64_t b = 0; b < static_cast<int64_t>(boxes.size()); ++b) {
+      const int64_t n = boxes[b].size(0);
+      GroundTruth gt = ground_truth(batch, b);
+      at::Tensor pos = at::zeros({0}, at::TensorOptions().dtype(at::kLong).device(device));
+      at::Tensor classes = pos, target = at::zeros({0}, fopts);
+      if (n > 0 && gt.boxes.size(0) > 0) {
         AssignedTargets t = assign_targets(boxes[b], gt.boxes.to(device), gt.classes.to(device) + 1,
                                            at::zeros({}, at::kLong).to(device), second_stage_assigner(o));
-        at::Tensor pos = (t.match >= 0).nonzero().squeeze(1);
-        if (pos.numel() == 0) continue;
-        at::Tensor class_logits =
-            image_logits.index_select(0, pos)
-                .gather(1, t.cls_targets.index_select(0, pos).view({-1, 1, 1, 1}).expand({-1, 1, size, size}))
-                .squeeze(1);
+        pos = (t.match >= 0).nonzero().squeeze(1);
+        classes = t.cls_targets.index_select(0, pos);
+        // Ground-truth masks cropped to each proposal (normalised to the padded image) and
+        // resized to the mask size, gradients stopped.
+        const int64_t size = network->options.mask_pool_size() * 2;
+        CropAndResizeOptions cr;
+        cr.crop_size = {size, size};
         at::Tensor norm_boxes = xyxy_to_normalized_yxyx(boxes[b].index_select(0, pos),
                                                         static_cast<double>(batch.images.size(2)),
                                                         static_cast<double>(batch.images.size(3)));
-        CropAndResizeOptions cr;
-        cr.crop_size = {size, size};
-        at::Tensor targets = crop_and_resize(gt.masks.to(device).to(fopts.dtype()).unsqueeze(1), norm_boxes,
-                                             t.match.index_select(0, pos).to(at::kInt), cr)
-                                 .squeeze(1)
-                                 .detach();
-        mask_loss = mask_loss + elementwise_bce(class_logits, targets).sum();
-        num_positives += static_cast<double>(pos.numel());
+        if (pos.numel() > 0)
+          target = crop_and_resize(gt.masks.to(device).to(fopts.dtype()).unsqueeze(1), norm_boxes,
+                                   t.match.index_select(0, pos).to(at::kInt), cr)
+                       .squeeze(1)
+                       .detach();
       }
-      mask_loss = mask_loss / std::max(1.0, num_positives * size * size);
+      pos_boxes.push_back(boxes[b].index_select(0, pos));
+      pos_rows.push_back(pos + row);
+      pos_classes.push_back(classes);
+      targets.push_back(target);
+      row += n;
+    }
+    at::Tensor classes = at::cat(pos_classes), target = at::cat(targets);
+    at::Tensor mask_loss = at::zeros({}, fopts);
+    const int64_t num_positives = classes.size(0);
+    if (num_positives > 0) {
+      at::Tensor logits = p.mask_logits.defined() ? p.mask_logits.index_select(0, at::cat(pos_rows))
+                                                  : masks_at(p, pos_boxes);
+      const int64_t size = logits.size(2);
+      at::Tensor class_logits = logits.gather(1, classes.view({-1, 1, 1, 1}).expand({-1, 1, size, size})).squeeze(1);
+      mask_loss = elementwise_bce(class_logits, target).sum() / static_cast<double>(num_positives * size * size);
     }
     mask_loss = mask_loss * o.second_stage_mask_loss_weight;
     result.parts.push_back({"second_stage_mask_loss", mask_loss});

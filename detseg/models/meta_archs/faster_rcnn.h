@@ -86,7 +86,9 @@ struct FasterRcnnPredictions {
   // number_of_stages >= 2:
   at::Tensor class_predictions_with_background;  // [B * P, K + 1] logits, background first
   at::Tensor refined_box_encodings;              // [B * P, K, 4] (or [B * P, 1, 4] shared)
-  at::Tensor mask_logits;  // training with masks: [B * P, K + 1, M, M] (background channel first)
+  // Optional: mask logits of every valid proposal [sum num_proposals, K + 1, M, M] (background channel
+  // first). Left undefined by predict(): the loss runs the mask head on the positives only.
+  at::Tensor mask_logits;
 };
 
 class FasterRcnnImpl : public DetectorImpl {
@@ -125,8 +127,6 @@ class FasterRcnnImpl : public DetectorImpl {
     at::Tensor boxes, classes, masks;
   };
   GroundTruth ground_truth(const Batch& batch, int64_t b) const;
-  ModelLosses mask_loss_on(const at::Tensor& mask_logits, const std::vector<at::Tensor>& boxes,
-                           const Batch& batch) const;
   at::Tensor masks_at(const FasterRcnnPredictions& p, const std::vector<at::Tensor>& boxes);
 };
 
