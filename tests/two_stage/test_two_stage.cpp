@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "detseg/core/files.h"
 #include "detseg/io/state_dict.h"
@@ -119,17 +120,19 @@ std::shared_ptr<FasterRcnnImpl> small_model(FasterRcnnOptions o, bool masks, int
              .masks(masks).mask_pool_size(mask_pool).mask_depth(16).frozen_stages(5));
 }
 
-TEST(TwoStage, LossesMatchHandWorkedValues) {
-  FasterRcnnOptions o;
-  o.num_classes = 2;
-  o.image_size = 64;
-  auto model = small_model(o, /*masks=*/true, /*mask_pool=*/1);
-  model->train();
-  Batch batch = make_batch(64, at::tensor({0.f, 0.f, 32.f, 32.f}).view({1, 4}), at::tensor({1}, at::kLong));
+// The hand-worked case: one box [0, 0, 32, 32] of class 1 in a 64x64 image.
+struct HandCase {
+  Batch batch;
+  detseg::FasterRcnnPredictions p;
+};
+HandCase hand_case() {
+  HandCase h;
+  Batch& batch = h.batch;
+  detseg::FasterRcnnPredictions& p = h.p;
+  batch = make_batch(64, at::tensor({0.f, 0.f, 32.f, 32.f}).view({1, 4}), at::tensor({1}, at::kLong));
   batch.masks = at::zeros({1, 1, 64, 64}, at::kByte);
   batch.masks[0][0].slice(0, 0, 32).slice(1, 0, 32).fill_(1);
 
-  detseg::FasterRcnnPredictions p;
   // RPN: anchor 0 equals the box (positive, target codes 0), anchor 1 is disjoint (negative).
   p.anchors = at::tensor({0.f, 0.f, 32.f, 32.f, 32.f, 32.f, 64.f, 64.f}).view({2, 4});
   p.anchor_indices = at::tensor({0, 1}, at::kLong);
@@ -149,10 +152,24 @@ TEST(TwoStage, LossesMatchHandWorkedValues) {
   // Masks (2x2): proposal 0's class-2 channel; every other channel must be ignored.
   p.mask_logits = at::full({2, 3, 2, 2}, 7.f);
   p.mask_logits[0][2].copy_(at::tensor({2.f, 0.f, 0.f, -2.f}).view({2, 2}));
+  return h;
+}
 
-  const detseg::ModelLosses l = model->loss(p, batch);
+std::map<std::string, double> loss_values(const detseg::ModelLosses& l) {
   std::map<std::string, double> v;
   for (auto& [name, value] : l.parts) v[name] = value.item<double>();
+  return v;
+}
+
+TEST(TwoStage, LossesMatchHandWorkedValues) {
+  FasterRcnnOptions o;
+  o.num_classes = 2;
+  o.image_size = 64;
+  auto model = small_model(o, /*masks=*/true, /*mask_pool=*/1);
+  model->train();
+  auto [batch, p] = hand_case();
+  const detseg::ModelLosses l = model->loss(p, batch);
+  std::map<std::string, double> v = loss_values(l);
   // objectness: (log(1 + e^-0.5) + log(1 + e^-1)) / 2 sampled anchors
   EXPECT_NEAR(v["first_stage_objectness_loss"], (std::log1p(std::exp(-0.5)) + std::log1p(std::exp(-1.0))) / 2, 1e-6);
   // localization: weight 2 x huber(0.5) + huber(-0.2) + huber(2) = 0.125 + 0.02 + 1.5, / 2 sampled
@@ -168,6 +185,25 @@ TEST(TwoStage, LossesMatchHandWorkedValues) {
   double sum = 0;
   for (auto& [name, value] : v) sum += value;
   EXPECT_NEAR(l.total.item<double>(), sum, 1e-5);
+}
+
+TEST(TwoStage, HardExampleMinerKeepsTheHardestProposal) {
+  // Mining one example per image: proposal 0 ranks first (0.05 * cls + 0.06 * loc), so the
+  // second-stage losses are proposal 0's alone, with the same normaliser.
+  FasterRcnnOptions o;
+  o.num_classes = 2;
+  o.image_size = 64;
+  detseg::HardExampleMinerOptions miner;
+  miner.num_hard_examples = 1;
+  o.hard_example_miner = miner;
+  auto model = small_model(o, /*masks=*/false);
+  model->train();
+  auto [batch, p] = hand_case();
+  std::map<std::string, double> v = loss_values(model->loss(p, batch));
+  EXPECT_NEAR(v["second_stage_classification_loss"], std::log(3.0) / 2, 1e-6);
+  EXPECT_NEAR(v["second_stage_localization_loss"], 2.0 * 2.625 / 2, 1e-5);
+  EXPECT_EQ(v.count("second_stage_mask_loss"), 0u);
+  EXPECT_EQ(model->max_num_proposals(), o.first_stage_max_proposals);  // no sampling with the miner
 }
 
 TEST(TwoStage, BalancedSamplerFractions) {
@@ -279,6 +315,35 @@ TEST(TwoStage, ShapesAndPaddingForEachStageCount) {
     model->train();
     EXPECT_EQ(model->stages(), std::min<int64_t>(stages, 2));
     EXPECT_EQ(model->max_num_proposals(), stages == 1 ? 50 : 16);
+  }
+}
+
+TEST(TwoStage, EachImageGetsMasksFromItsOwnFeatures) {
+  // Image B's detections and masks are the same whether B is first or second in the batch.
+  for (int64_t stages = 2; stages <= 3; ++stages) {
+    SCOPED_TRACE("number_of_stages " + std::to_string(stages));
+    FasterRcnnOptions o;
+    o.num_classes = 3;
+    o.image_size = 64;
+    o.number_of_stages = stages;
+    o.first_stage_max_proposals = 30;
+    o.second_stage_score_threshold = 0.0;
+    o.second_stage_max_total_detections = 10;
+    auto model = small_model(o, true);
+    model->eval();
+    at::NoGradGuard no_grad;
+    Batch ab = make_batch(64, at::tensor({10.f, 10.f, 40.f, 50.f}).view({1, 4}), at::tensor({1}, at::kLong), 2);
+    ab.images[1].mul_(3).add_(1);
+    Batch ba = ab;
+    ba.images = at::stack({ab.images[1], ab.images[0]});
+    const auto d_ab = model->detect(ab), d_ba = model->detect(ba);
+    ASSERT_EQ(d_ab[1].size(), d_ba[0].size());
+    ASSERT_GT(d_ab[1].size(), 0);
+    EXPECT_TRUE(at::allclose(d_ab[1].scores, d_ba[0].scores, 1e-4, 1e-5));
+    const double differing = (d_ab[1].masks != d_ba[0].masks).sum().item<double>() / d_ab[1].masks.numel();
+    EXPECT_LT(differing, 0.001);
+    // ... and differ from image A's.
+    EXPECT_FALSE(at::equal(d_ab[0].masks.sum(0), d_ab[1].masks.sum(0)));
   }
 }
 

@@ -50,6 +50,11 @@ TargetAssignerOptions second_stage_assigner(const FasterRcnnOptions& o) {
   return t;
 }
 
+// RoIs [N, 5] of image b of the batch (batch index first).
+at::Tensor image_rois(const at::Tensor& boxes, int64_t b) {
+  return at::cat({at::full({boxes.size(0), 1}, static_cast<double>(b), boxes.options()), boxes}, 1);
+}
+
 at::Tensor elementwise_bce(const at::Tensor& logits, const at::Tensor& targets) {
   return at::binary_cross_entropy_with_logits(logits, targets, {}, {}, at::Reduction::None);
 }
@@ -406,18 +411,23 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
     at::Tensor masks;
     if (network->options.masks() && num_stages == 2 && n > 0) {
       // Two stages: masks predicted on the proposals travel through NMS with their boxes.
-      masks = masks_at(p, {proposals}).detach().sigmoid().slice(1, 1);
+      masks = network->mask_logits(network->roi_features(p.features, image_rois(proposals, b),
+                                                         network->options.mask_pool_size()))
+                  .detach().sigmoid().slice(1, 1);
     }
     Boxes d = multiclass_nms(boxes, scores, nms, masks);
     if (network->options.masks() && num_stages == 3) {
       // Three stages: features re-cropped at the final boxes for the mask head.
-      at::Tensor all = d.size() > 0 ? masks_at(p, {d.boxes}).detach().sigmoid() : at::Tensor();
+      at::Tensor all = d.size() > 0 ? network->mask_logits(network->roi_features(p.features, image_rois(d.boxes, b),
+                                                                                 network->options.mask_pool_size()))
+                                          .detach().sigmoid()
+                                    : at::Tensor();
       const int64_t m = network->options.mask_pool_size() * 2;
       d.masks = d.size() > 0 ? all.gather(1, (d.classes + 1).view({-1, 1, 1, 1}).expand({-1, 1, m, m})).squeeze(1)
                              : at::zeros({0, m, m}, proposals.options());
     }
     if (o.output_detection_features) {
-      at::Tensor pooled = network->roi_features(p.features, boxes_to_rois({d.boxes}), network->options.box_pool_size());
+      at::Tensor pooled = network->roi_features(p.features, image_rois(d.boxes, b), network->options.box_pool_size());
       d.set_field("features", pooled.detach().mean({2, 3}));
     }
     out.push_back(std::move(d));
