@@ -111,6 +111,7 @@ void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
   v.field("representation_size", c.representation_size, range(1, 65536), "Box head (two fully connected layers) width");
   v.field("box_pool_size", c.box_pool_size, range(1, 64), "RoIAlign output size for the box head");
   v.field("mask_pool_size", c.mask_pool_size, range(1, 64), "RoIAlign output size for the mask head (masks are twice this)");
+  v.field("mask_head_depth", c.mask_head_depth, range(1, 4096), "Channels of the mask head's 4 convs and deconv (torchvision: 256)");
   v.field("mask_threshold", c.mask_threshold, range(0, 1), "Pasted mask probability at or above which a pixel is in the mask");
   v.field("output_detection_features", c.output_detection_features, any(),
           "Attach mean-pooled RoI features to each detection (Boxes field \"features\")");

@@ -66,6 +66,7 @@ struct FasterRcnnConfig {
   int64_t representation_size = 1024;
   int64_t box_pool_size = 7;
   int64_t mask_pool_size = 14;
+  int64_t mask_head_depth = 256;
   double mask_threshold = 0.5;
   bool output_detection_features = false;
 };

@@ -98,7 +98,8 @@ std::shared_ptr<DetectorImpl> build_faster_rcnn(const PipelineConfig& config) {
       .box_pool_size(f.box_pool_size)
       .share_box_across_classes(f.share_box_across_classes)
       .masks(m.type == "mask_rcnn")
-      .mask_pool_size(f.mask_pool_size);
+      .mask_pool_size(f.mask_pool_size)
+      .mask_depth(f.mask_head_depth);
   return std::make_shared<FasterRcnnImpl>(o, net);
 }
 

@@ -83,7 +83,7 @@ TEST(TwoStageOverfit, MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
       "        faster_rcnn: {number_of_stages: 3, first_stage_box_predictor_depth: 32,\n"
       "                      first_stage_pre_nms_top_k: 1000, first_stage_max_proposals: 100,\n"
       "                      second_stage_batch_size: 64, second_stage_add_groundtruth_proposals: true,\n"
-      "                      representation_size: 128}}\n"
+      "                      representation_size: 128, mask_head_depth: 32}}\n"
       "postprocess: {score_threshold: 0.05}\n";
   detseg::DetectionEvalResult eval =
       train_and_evaluate("mask_rcnn", model, coco + "/annotations/instances_val2017.json", coco + "/val2017", {3, 4}, 120);
