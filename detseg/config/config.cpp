@@ -59,6 +59,12 @@ void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
   v.field("number_of_stages", c.number_of_stages, range(1, 3),
           "1: RPN only (class-agnostic proposals are the detections); 2: + box classifier; 3: + masks re-cropped at "
           "the final boxes (inference; training runs 2)");
+  v.field("feature_extractor", c.feature_extractor, one_of({"fpn", "c4"}),
+          "fpn: ResNet + FPN P2-P6 with RoIAlign (torchvision's layout); c4: the reference's ResNet C4 (RPN on layer3, "
+          "crop_and_resize + max-pool, layer4 as the box classifier; no masks)");
+  v.field("initial_crop_size", c.initial_crop_size, range(1, 256), "c4: crop_and_resize size of each region");
+  v.field("maxpool_kernel_size", c.maxpool_kernel_size, range(1, 16), "c4: max-pool kernel after the crop");
+  v.field("maxpool_stride", c.maxpool_stride, range(1, 16), "c4: max-pool stride after the crop");
   v.field("first_stage_anchor_sizes", c.first_stage_anchor_sizes, range(1, 4096),
           "Anchor base size per pyramid level P2..P6 (5 values; torchvision: 32..512)");
   v.field("first_stage_anchor_scales", c.first_stage_anchor_scales, range(0.01, 100), "Anchor scales relative to the base size");
@@ -574,9 +580,13 @@ void check_consistency(const PipelineConfig& c) {
                       "train_input.scale_min must not exceed train_input.scale_max");
   if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn") {
     const FasterRcnnConfig& f = c.model.faster_rcnn;
-    DETSEG_CONFIG_CHECK(f.first_stage_anchor_sizes.size() == 5, at,
-                        "model.faster_rcnn.first_stage_anchor_sizes: one size per FPN level P2-P6 (5 values), got ",
+    const size_t levels = f.feature_extractor == "c4" ? 1 : 5;
+    DETSEG_CONFIG_CHECK(f.first_stage_anchor_sizes.size() == levels, at,
+                        "model.faster_rcnn.first_stage_anchor_sizes: one size per feature map (", levels,
+                        f.feature_extractor == "c4" ? ": C4's layer3" : ": FPN levels P2-P6", "), got ",
                         f.first_stage_anchor_sizes.size());
+    DETSEG_CONFIG_CHECK(c.model.type != "mask_rcnn" || f.feature_extractor == "fpn", at,
+                        "model.faster_rcnn.feature_extractor: mask_rcnn needs fpn (the C4 layout has no mask head)");
     DETSEG_CONFIG_CHECK(f.first_stage_box_coder_scales.size() == 4 && f.second_stage_box_coder_scales.size() == 4, at,
                         "model.faster_rcnn.*_box_coder_scales: 4 values (y, x, h, w)");
     DETSEG_CONFIG_CHECK(f.first_stage_unmatched_threshold <= f.first_stage_matched_threshold, at,

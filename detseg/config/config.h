@@ -32,6 +32,10 @@ struct InputConfig {
 // model.faster_rcnn.*: Faster R-CNN / Mask R-CNN (the reference's faster_rcnn_meta_arch keys).
 struct FasterRcnnConfig {
   int64_t number_of_stages = 2;
+  std::string feature_extractor = "fpn";  // fpn | c4
+  int64_t initial_crop_size = 14;
+  int64_t maxpool_kernel_size = 2;
+  int64_t maxpool_stride = 2;
   std::vector<double> first_stage_anchor_sizes = {32, 64, 128, 256, 512};
   std::vector<double> first_stage_anchor_scales = {1.0};
   std::vector<double> first_stage_anchor_aspect_ratios = {2.0, 1.0, 0.5};

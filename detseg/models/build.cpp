@@ -99,7 +99,11 @@ std::shared_ptr<DetectorImpl> build_faster_rcnn(const PipelineConfig& config) {
       .share_box_across_classes(f.share_box_across_classes)
       .masks(m.type == "mask_rcnn")
       .mask_pool_size(f.mask_pool_size)
-      .mask_depth(f.mask_head_depth);
+      .mask_depth(f.mask_head_depth)
+      .c4(f.feature_extractor == "c4")
+      .initial_crop_size(f.initial_crop_size)
+      .maxpool_kernel_size(f.maxpool_kernel_size)
+      .maxpool_stride(f.maxpool_stride);
   return std::make_shared<FasterRcnnImpl>(o, net);
 }
 

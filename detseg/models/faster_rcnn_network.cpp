@@ -9,7 +9,9 @@
 
 #include "detseg/core/error.h"
 #include "detseg/models/heads/retinanet_head.h"
+#include "detseg/ops/crop_and_resize.h"
 #include "detseg/ops/roi_align.h"
+#include "detseg/structures/boxes.h"
 
 namespace detseg {
 
@@ -25,10 +27,10 @@ void init_kaiming(at::Tensor& weight, at::Tensor& bias) {
 }
 }  // namespace
 
-RpnHeadImpl::RpnHeadImpl(const FasterRcnnNetworkOptions& o) {
+RpnHeadImpl::RpnHeadImpl(const FasterRcnnNetworkOptions& o, int64_t in_channels) {
   const int64_t k = o.rpn_kernel_size(), rate = o.rpn_atrous_rate();
   DETSEG_CONFIG_CHECK(k % 2 == 1, "RPN: kernel size must be odd, got ", k);
-  conv = ConvBnAct(ConvBnActOptions(o.fpn_channels(), o.rpn_depth(), k).norm(false));
+  conv = ConvBnAct(ConvBnActOptions(in_channels, o.rpn_depth(), k).norm(false));
   // Atrous rate: dilation with "same" padding.
   conv->conv->options.dilation(rate).padding(rate * (k - 1) / 2);
   torch::nn::ModuleList conv_list;
@@ -54,27 +56,39 @@ std::pair<at::Tensor, at::Tensor> RpnHeadImpl::forward(const std::vector<at::Ten
 FasterRcnnNetworkImpl::FasterRcnnNetworkImpl(const FasterRcnnNetworkOptions& options_) : options(options_) {
   const auto& o = options;
   DETSEG_CONFIG_CHECK(o.num_classes() >= 1, "Faster R-CNN: num_classes must be >= 1, got ", o.num_classes());
-  backbone = register_module(
-      "backbone", ResNetFpn(ResNetOptions(o.depth())
-                                .frozen_bn(o.frozen_bn())
-                                .frozen_stages(o.frozen_stages())
-                                .returned_layers({1, 2, 3, 4}),
-                            FpnOptions({}, o.fpn_channels()).extra_p6p7(false).extra_max_pool(true)));
+  const ResNetOptions body_options = ResNetOptions(o.depth()).frozen_bn(o.frozen_bn()).frozen_stages(o.frozen_stages());
+  int64_t rpn_in = o.fpn_channels(), representation = o.representation_size();
+  auto roi_heads = std::make_shared<torch::nn::Module>("RoIHeads");
+  if (o.c4()) {
+    DETSEG_CONFIG_CHECK(!o.masks(), "Faster R-CNN: the C4 layout has no mask head (use the FPN layout for Mask R-CNN)");
+    auto holder = std::make_shared<torch::nn::Module>("BackboneC4");
+    c4_body = holder->register_module("body", ResNet(ResNetOptions(body_options).returned_layers({3})));
+    register_module("backbone", holder);
+    // The reference's block4 keeps the crop's resolution: stride 1 in layer4's first block.
+    ResNetBlock& first = c4_body->stages[3][0];
+    (first->bottleneck ? first->conv2 : first->conv1)->options.stride(1);
+    if (first->down_conv) first->down_conv->options.stride(1);
+    rpn_in = c4_body->stage_channels[2];
+    representation = c4_body->stage_channels[3];
+  } else {
+    backbone = register_module(
+        "backbone", ResNetFpn(ResNetOptions(body_options).returned_layers({1, 2, 3, 4}),
+                              FpnOptions({}, o.fpn_channels()).extra_p6p7(false).extra_max_pool(true)));
+    auto box_head = std::make_shared<torch::nn::Module>("TwoMLPHead");
+    const int64_t pooled = o.fpn_channels() * o.box_pool_size() * o.box_pool_size();
+    fc6 = box_head->register_module("fc6", torch::nn::Linear(pooled, o.representation_size()));
+    fc7 = box_head->register_module("fc7", torch::nn::Linear(o.representation_size(), o.representation_size()));
+    roi_heads->register_module("box_head", box_head);
+  }
   auto rpn = std::make_shared<torch::nn::Module>("RegionProposalNetwork");
-  rpn_head = rpn->register_module("head", RpnHead(o));
+  rpn_head = rpn->register_module("head", RpnHead(o, rpn_in));
   register_module("rpn", rpn);
 
-  auto roi_heads = std::make_shared<torch::nn::Module>("RoIHeads");
-  auto box_head = std::make_shared<torch::nn::Module>("TwoMLPHead");
-  const int64_t pooled = o.fpn_channels() * o.box_pool_size() * o.box_pool_size();
-  fc6 = box_head->register_module("fc6", torch::nn::Linear(pooled, o.representation_size()));
-  fc7 = box_head->register_module("fc7", torch::nn::Linear(o.representation_size(), o.representation_size()));
-  roi_heads->register_module("box_head", box_head);
   auto predictor = std::make_shared<torch::nn::Module>("FastRCNNPredictor");
   const int64_t k1 = o.num_classes() + 1;
-  cls_score = predictor->register_module("cls_score", torch::nn::Linear(o.representation_size(), k1));
+  cls_score = predictor->register_module("cls_score", torch::nn::Linear(representation, k1));
   bbox_pred = predictor->register_module(
-      "bbox_pred", torch::nn::Linear(o.representation_size(), (o.share_box_across_classes() ? 1 : k1) * 4));
+      "bbox_pred", torch::nn::Linear(representation, (o.share_box_across_classes() ? 1 : k1) * 4));
   roi_heads->register_module("box_predictor", predictor);
   if (o.masks()) {
     torch::nn::ModuleList mask_head;
@@ -98,7 +112,13 @@ FasterRcnnNetworkImpl::FasterRcnnNetworkImpl(const FasterRcnnNetworkOptions& opt
 }
 
 std::vector<at::Tensor> FasterRcnnNetworkImpl::features(const at::Tensor& images) {
-  return backbone->forward(images);
+  image_hw = {images.size(2), images.size(3)};
+  return options.c4() ? c4_body->forward(images) : backbone->forward(images);
+}
+
+std::vector<int64_t> FasterRcnnNetworkImpl::strides() const {
+  if (options.c4()) return {16};
+  return {4, 8, 16, 32, 64};
 }
 
 at::Tensor fpn_roi_levels(const at::Tensor& boxes, int64_t min_level, int64_t max_level) {
@@ -112,6 +132,20 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
   // P2..P5 (the pooled P6 is for the RPN only, as in torchvision).
   const int64_t num_levels = std::min<int64_t>(4, static_cast<int64_t>(features.size()));
   const int64_t k = rois.size(0);
+  if (options.c4()) {
+    // The reference's crop_and_resize on boxes normalised by the image, then max-pooling.
+    CropAndResizeOptions cr;
+    cr.crop_size = {options.initial_crop_size(), options.initial_crop_size()};
+    at::Tensor boxes = xyxy_to_normalized_yxyx(rois.slice(1, 1, 5), static_cast<double>(image_hw[0]),
+                                               static_cast<double>(image_hw[1]));
+    at::Tensor crops = crop_and_resize(features[0], boxes, rois.select(1, 0).to(at::kInt), cr);
+    const int64_t kk = options.maxpool_kernel_size(), ks = options.maxpool_stride();
+    if (k == 0) {
+      const int64_t out = (options.initial_crop_size() - kk) / ks + 1;
+      return at::zeros({0, features[0].size(1), out, out}, features[0].options());
+    }
+    return at::max_pool2d(crops, {kk, kk}, {ks, ks});
+  }
   at::Tensor out = at::zeros({k, features[0].size(1), size, size}, features[0].options());
   if (k == 0) return out;
   RoiAlignOptions ro;
@@ -133,6 +167,11 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
 }
 
 at::Tensor FasterRcnnNetworkImpl::box_representation(const at::Tensor& pooled) {
+  if (options.c4()) {
+    at::Tensor y = pooled;
+    for (auto& block : c4_body->stages[3]) y = block->forward(y);
+    return y.mean({2, 3});
+  }
   at::Tensor x = at::relu(fc6->forward(pooled.flatten(1)));
   return at::relu(fc7->forward(x));
 }

@@ -46,13 +46,20 @@ struct FasterRcnnNetworkOptions {
   TORCH_ARG(int64_t, mask_pool_size) = 14;  // mask logits are 2x this
   TORCH_ARG(int64_t, mask_layers) = 4;
   TORCH_ARG(int64_t, mask_depth) = 256;
+  // The reference's ResNet C4 layout instead of FPN: the RPN and the crops read layer3 (stride 16);
+  // each region is crop_and_resize'd to initial_crop_size, max-pooled, run through layer4 (stride 1,
+  // as the reference's block4) and mean-pooled before the predictor. No fc6/fc7, no mask head.
+  TORCH_ARG(bool, c4) = false;
+  TORCH_ARG(int64_t, initial_crop_size) = 14;
+  TORCH_ARG(int64_t, maxpool_kernel_size) = 2;
+  TORCH_ARG(int64_t, maxpool_stride) = 2;
 };
 
 // torchvision's RPNHead: conv.0.0 (conv + ReLU), cls_logits (A per location: one objectness logit,
 // the 2-class softmax [0, x] of the reference), bbox_pred (A * 4).
 class RpnHeadImpl : public torch::nn::Module {
  public:
-  explicit RpnHeadImpl(const FasterRcnnNetworkOptions& options);
+  RpnHeadImpl(const FasterRcnnNetworkOptions& options, int64_t in_channels);
   // features: per level [N, C, H_l, W_l] -> objectness [N, sum H_l W_l A], deltas [N, sum H_l W_l A, 4]
   // (torchvision order dx, dy, dw, dh), anchors ordered (level, y, x, anchor).
   std::pair<at::Tensor, at::Tensor> forward(const std::vector<at::Tensor>& features);
@@ -66,22 +73,29 @@ class FasterRcnnNetworkImpl : public torch::nn::Module {
  public:
   explicit FasterRcnnNetworkImpl(const FasterRcnnNetworkOptions& options);
 
-  // images [N, 3, H, W] normalised -> P2..P6 (the last one max-pooled from P5), finest first.
+  // images [N, 3, H, W] normalised -> P2..P6 (the last one max-pooled from P5), finest first;
+  // C4: {layer3}. Remembers (H, W) for the C4 crops.
   std::vector<at::Tensor> features(const at::Tensor& images);
+  // Nominal stride of each map features() returns.
+  std::vector<int64_t> strides() const;
   // torchvision's MultiScaleRoIAlign over P2-P5: each box [x1, y1, x2, y2] of rois [K, 5]
   // (batch index first, network-input pixels) reads the level floor(4 + log2(sqrt(area) / 224)),
   // clamped to 2..5, with RoIAlign (sampling ratio 2, not aligned). -> [K, C, size, size].
+  // C4: crop_and_resize of layer3 to initial_crop_size (boxes normalised by the image size, TF
+  // semantics) then max-pool; `size` is ignored.
   at::Tensor roi_features(const std::vector<at::Tensor>& features, const at::Tensor& rois, int64_t size) const;
   // Box classifier on pooled features [K, C, P, P] -> class logits [K, num_classes + 1] (background
   // first) and box deltas [K, num_classes + 1, 4] (or [K, 1, 4] shared), torchvision order.
   std::pair<at::Tensor, at::Tensor> box_predictions(const at::Tensor& pooled);
-  // The box head's representation [K, representation_size] (before the predictor).
+  // The box head's representation [K, representation_size] (C4: layer4 then mean: [K, C5]).
   at::Tensor box_representation(const at::Tensor& pooled);
   // Mask head on pooled features [K, C, M, M] -> mask logits [K, num_classes + 1, 2M, 2M].
   at::Tensor mask_logits(const at::Tensor& pooled);
 
   FasterRcnnNetworkOptions options;
-  ResNetFpn backbone{nullptr};
+  ResNetFpn backbone{nullptr};  // FPN layout
+  ResNet c4_body{nullptr};      // C4 layout, registered as backbone.body
+  std::array<int64_t, 2> image_hw{0, 0};
   RpnHead rpn_head{nullptr};  // registered as rpn.head
   torch::nn::Linear fc6{nullptr}, fc7{nullptr};             // roi_heads.box_head
   torch::nn::Linear cls_score{nullptr}, bbox_pred{nullptr};  // roi_heads.box_predictor

@@ -347,6 +347,47 @@ TEST(TwoStage, EachImageGetsMasksFromItsOwnFeatures) {
   }
 }
 
+TEST(TwoStage, C4LayoutShapesAndGradients) {
+  // The reference's C4 layout: RPN on layer3 (stride 16) with its grid anchors (4 scales x 3
+  // ratios of a 256 base), crops of 14 max-pooled to 7, layer4 at stride 1, mean-pooled.
+  FasterRcnnOptions o;
+  o.num_classes = 3;
+  o.image_size = 96;
+  o.anchor_sizes = {256};
+  o.anchor_scales = {0.25, 0.5, 1.0, 2.0};
+  o.anchor_aspect_ratios = {0.5, 1.0, 2.0};
+  o.first_stage_max_proposals = 20;
+  o.second_stage_batch_size = 8;
+  o.second_stage_add_groundtruth_proposals = true;
+  auto model = std::make_shared<FasterRcnnImpl>(
+      o, FasterRcnnNetworkOptions(3).depth(18).c4(true).rpn_depth(32).frozen_stages(0).frozen_bn(false));
+  EXPECT_EQ(model->network->strides(), (std::vector<int64_t>{16}));
+  Batch batch = make_batch(96, at::tensor({10.f, 10.f, 60.f, 50.f}).view({1, 4}), at::tensor({1}, at::kLong), 2);
+  {
+    model->eval();
+    at::NoGradGuard no_grad;
+    detseg::FasterRcnnPredictions p = model->predict(batch);
+    EXPECT_EQ(p.features.size(), 1u);
+    EXPECT_EQ(p.features[0].sizes(), (std::vector<int64_t>{2, 256, 6, 6}));  // ResNet-18 layer3
+    EXPECT_EQ(p.anchors.size(0), 6 * 6 * 12);
+    EXPECT_EQ(p.class_predictions_with_background.sizes(), (std::vector<int64_t>{40, 4}));
+    const at::Tensor crops = model->network->roi_features(p.features, detseg::boxes_to_rois({p.proposal_boxes[0]}), 7);
+    EXPECT_EQ(crops.sizes(), (std::vector<int64_t>{20, 256, 7, 7}));
+    EXPECT_EQ(model->network->box_representation(crops).sizes(), (std::vector<int64_t>{20, 512}));
+  }
+  model->train();
+  detseg::ModelLosses l = model->losses(batch);
+  ASSERT_EQ(l.parts.size(), 4u);
+  EXPECT_TRUE(std::isfinite(l.total.item<double>()));
+  l.total.backward();
+  // layer4 is the box classifier: it gets gradients; the predictor reads its 512 channels.
+  const auto params = model->named_parameters();
+  EXPECT_GT(params["backbone.body.layer4.0.conv1.weight"].grad().abs().sum().item<double>(), 0);
+  EXPECT_GT(params["backbone.body.layer3.0.conv1.weight"].grad().abs().sum().item<double>(), 0);
+  EXPECT_EQ(params["roi_heads.box_predictor.cls_score.weight"].size(1), 512);
+  EXPECT_FALSE(params.contains("roi_heads.box_head.fc6.weight"));
+}
+
 TEST(TwoStage, PasteMasksFillsTheBox) {
   // A mask of ones over box [10, 20) x [5, 25) fills (about) that box only.
   at::Tensor masks = at::ones({1, 28, 28});

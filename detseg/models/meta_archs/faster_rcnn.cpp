@@ -66,13 +66,15 @@ FasterRcnnImpl::FasterRcnnImpl(FasterRcnnOptions options, FasterRcnnNetworkOptio
   const auto& o = options_;
   DETSEG_CONFIG_CHECK(o.number_of_stages >= 1 && o.number_of_stages <= 3,
                       "model.faster_rcnn.number_of_stages: expected 1, 2 or 3, got ", o.number_of_stages);
-  DETSEG_CONFIG_CHECK(o.anchor_sizes.size() == 5, "model.faster_rcnn.first_stage_anchor_sizes: the FPN has 5 levels (P2-P6), got ",
-                      o.anchor_sizes.size(), " sizes");
   network_options.num_classes(o.num_classes)
       .num_anchors(static_cast<int64_t>(o.anchor_scales.size() * o.anchor_aspect_ratios.size()));
   DETSEG_CONFIG_CHECK(!network_options.masks() || o.number_of_stages >= 2,
                       "model.faster_rcnn.number_of_stages: Mask R-CNN needs 2 or 3 stages");
   network = FasterRcnnNetwork(network_options);
+  DETSEG_CONFIG_CHECK(o.anchor_sizes.size() == network->strides().size(),
+                      "model.faster_rcnn.first_stage_anchor_sizes: one base size per feature map (",
+                      network->strides().size(), network_options.c4() ? ": C4" : ": FPN P2-P6", "), got ",
+                      o.anchor_sizes.size());
   // Children registered directly, so parameter names are torchvision's (backbone.*, rpn.*, roi_heads.*).
   for (auto& child : network->named_children()) register_module(child.key(), child.value());
 }
@@ -92,12 +94,13 @@ at::Tensor FasterRcnnImpl::anchors_for(const std::vector<std::array<int64_t, 2>>
   auto it = anchor_cache_.find(key);
   if (it != anchor_cache_.end()) return it->second;
   std::vector<at::Tensor> levels;
+  const std::vector<int64_t> strides = network->strides();
   for (size_t l = 0; l < level_sizes.size(); ++l) {
     GridAnchorOptions g;
     g.scales = options_.anchor_scales;
     g.aspect_ratios = options_.anchor_aspect_ratios;
     g.base_anchor_size = {options_.anchor_sizes[l], options_.anchor_sizes[l]};
-    const double stride = static_cast<double>(int64_t{4} << l);  // P2 = stride 4
+    const double stride = static_cast<double>(strides[l]);
     g.anchor_stride = {stride, stride};
     g.anchor_offset = {0, 0};  // torchvision: cell (y, x) centred at (y * s, x * s)
     levels.push_back(grid_anchors(g, level_sizes[l][0], level_sizes[l][1]));
