@@ -69,7 +69,7 @@ TEST(TwoStageOverfit, FasterRcnnOnTwoBccdImagesReachesAp50One) {
       "postprocess: {score_threshold: 0.05}\n";
   detseg::DetectionEvalResult eval =
       train_and_evaluate("faster_rcnn", model, std::string(DETSEG_SOURCE_DIR) + "/assets/demo/train.json",
-                         std::string(DETSEG_SOURCE_DIR) + "/assets/demo/images", {0, 1}, 120);
+                         std::string(DETSEG_SOURCE_DIR) + "/assets/demo/images", {0, 1}, 90);
   EXPECT_GE(eval.coco.stats[1], 0.99) << detseg::eval_result_text(eval, true);
 }
 
@@ -86,7 +86,7 @@ TEST(TwoStageOverfit, MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
       "                      representation_size: 128, mask_head_depth: 32}}\n"
       "postprocess: {score_threshold: 0.05}\n";
   detseg::DetectionEvalResult eval =
-      train_and_evaluate("mask_rcnn", model, coco + "/annotations/instances_val2017.json", coco + "/val2017", {3, 4}, 120);
+      train_and_evaluate("mask_rcnn", model, coco + "/annotations/instances_val2017.json", coco + "/val2017", {3, 4}, 90);
   EXPECT_GE(eval.coco.stats[1], 0.99) << detseg::eval_result_text(eval, true);
   ASSERT_TRUE(eval.has_segm);
   EXPECT_GE(eval.segm.stats[1], 0.99) << detseg::eval_result_text(eval, true);
