@@ -142,6 +142,8 @@ void visit_distributed(V& v, DistributedConfig& c) {
   v.field("timeout_s", c.timeout_s, range(1, 86400),
           "Rendezvous and collective timeout: a dead or hung worker stops the others within it");
   v.field("bucket_mb", c.bucket_mb, range(0.001, 4096), "Gradient all-reduce bucket size in MB");
+  v.field("sync_batch_norm", c.sync_batch_norm, any(),
+          "Trainable batch norm normalises with the statistics of the global batch (all ranks), not each rank's");
 }
 
 template <class V>
@@ -170,7 +172,9 @@ template <class V>
 void visit_eval(V& v, EvalConfig& c) {
   v.field("class_agnostic", c.class_agnostic, any(), "COCO evaluation ignoring classes (useCats=0)");
   v.field("batch_size", c.batch_size, range(1, 1024), "Images per evaluation batch");
-  v.field("every_steps", c.every_steps, range(0), "Evaluate during training every N steps (0: at the end only)");
+  v.field("every_steps", c.every_steps, range(0), 
+          "Evaluate the current (EMA) weights on eval_input every N training steps into model_dir/eval/ (0: only "
+          "at the end of `detseg train`)");
 }
 
 template <class V>

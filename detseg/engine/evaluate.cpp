@@ -177,11 +177,29 @@ std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
   return out;
 }
 
+EvalRecorder::EvalRecorder(const std::string& eval_dir)
+    : dir_(eval_dir), metrics_(std::make_unique<MetricsJsonlWriter>(eval_dir + "/metrics.jsonl")),
+      events_(std::make_unique<EventWriter>(eval_dir)) {}
+
+EvalRecorder::~EvalRecorder() = default;
+
+void EvalRecorder::write(const DetectionEvalResult& result) {
+  write_file_atomic(str(dir_, "/eval-", result.step, ".json"), eval_result_json(result));
+  MetricsRecord record;
+  record.step = result.step;
+  record.time = unix_time_now();
+  record.split = "eval";
+  static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
+                                  "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
+  for (int i = 0; i < 12; ++i) record.values.push_back({names[i], result.coco.stats[i]});
+  for (auto& l : result.losses) record.values.push_back(l);
+  metrics_->write(record);
+  for (auto& [name, value] : record.values) events_->add_scalar(name, value, result.step);
+  events_->flush();
+}
+
 void evaluate_continuously(const PipelineConfig& config, const std::string& checkpoint_dir, double wait_seconds) {
-  const std::string eval_dir = checkpoint_dir + "/eval";
-  make_directories(eval_dir);
-  MetricsJsonlWriter metrics(eval_dir + "/metrics.jsonl");
-  EventWriter events(eval_dir);
+  EvalRecorder recorder(checkpoint_dir + "/eval");
   CheckpointWatchOptions watch;
   watch.checkpoint_dir = checkpoint_dir;
   watch.wait_interval_s = wait_seconds;
@@ -206,18 +224,7 @@ void evaluate_continuously(const PipelineConfig& config, const std::string& chec
     std::printf("checkpoint step %lld\n%s", static_cast<long long>(result.step),
                 eval_result_text(result, false).c_str());
     std::fflush(stdout);
-    write_file_atomic(str(eval_dir, "/eval-", result.step, ".json"), eval_result_json(result));
-    MetricsRecord record;
-    record.step = result.step;
-    record.time = unix_time_now();
-    record.split = "eval";
-    static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
-                                    "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
-    for (int i = 0; i < 12; ++i) record.values.push_back({names[i], result.coco.stats[i]});
-    for (auto& l : result.losses) record.values.push_back(l);
-    metrics.write(record);
-    for (auto& [name, value] : record.values) events.add_scalar(name, value, result.step);
-    events.flush();
+    recorder.write(result);
     if (result.step >= config.train.num_steps) {
       log_info("evaluated the final step ", result.step, "; stopping");
       return;

@@ -16,6 +16,8 @@ namespace detseg {
 namespace dist {
 class ProcessGroup;
 }
+class MetricsJsonlWriter;
+class EventWriter;
 
 struct DetectionEvalResult {
   int64_t step = 0;
@@ -41,6 +43,23 @@ std::string eval_result_json(const DetectionEvalResult& result);
 
 // The 12-line summary, then the losses, then (with per_class) the per-category table.
 std::string eval_result_text(const DetectionEvalResult& result, bool per_class);
+
+// Writes evaluations into an eval folder (model_dir/eval/): eval-<step>.json, one metrics.jsonl
+// record per evaluation (split "eval": the 12 COCO stats AP..ARl and the loss means) and the same
+// scalars as TensorBoard events. Used by continuous evaluation and by eval.every_steps in training.
+class EvalRecorder {
+ public:
+  explicit EvalRecorder(const std::string& eval_dir);
+  ~EvalRecorder();
+  EvalRecorder(const EvalRecorder&) = delete;
+  EvalRecorder& operator=(const EvalRecorder&) = delete;
+  void write(const DetectionEvalResult& result);
+
+ private:
+  std::string dir_;
+  std::unique_ptr<MetricsJsonlWriter> metrics_;
+  std::unique_ptr<EventWriter> events_;
+};
 
 // Evaluates each checkpoint appearing in `checkpoint_dir` once, newest first when several wait;
 // metrics go to checkpoint_dir/eval/ (metrics.jsonl, TensorBoard events, eval-<step>.json). Stops

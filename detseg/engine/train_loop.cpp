@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
 #include "detseg/dist/data_parallel.h"
+#include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
@@ -159,7 +161,31 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     metrics = std::make_unique<MetricsJsonlWriter>(model_dir + "/metrics.jsonl");
     events = std::make_unique<EventWriter>(model_dir + "/train");
   }
+  dp.synchronise_batch_norm(*model);
   dp.attach(params.tensors());
+
+  // eval.every_steps: evaluate the current weights (the EMA averages when EMA is on, as `detseg
+  // eval` of that step's checkpoint would) on eval_input into model_dir/eval/, sharded over the
+  // ranks. The RNG state is put back so the evaluation does not change the training that follows.
+  std::unique_ptr<EvalRecorder> eval_recorder;
+  std::function<void(int64_t)> periodic_eval;
+  if (config.eval.every_steps > 0 && !config.eval_input.annotations.empty()) {
+    if (dp.is_main()) eval_recorder = std::make_unique<EvalRecorder>(model_dir + "/eval");
+    periodic_eval = [&](int64_t at_step) {
+      const NamedTensors rng = rng_states();
+      DetectionEvalResult evaluation;
+      {
+        EmaScope averages(ema.get(), *model);
+        evaluation = evaluate_detector(config, *model, dp.group());
+      }
+      model->train();
+      restore_rng_states(rng);
+      evaluation.step = at_step;
+      if (!eval_recorder) return;
+      eval_recorder->write(evaluation);
+      log_info("evaluation at step ", at_step, ": AP ", evaluation.coco.stats[0], " AP50 ", evaluation.coco.stats[1]);
+    };
+  }
   Progress progress(step, t.num_steps);
   log_info("training ", config.model.type, " for ", t.num_steps - step, " steps, batch ", t.batch_size, ", ",
            params.trainable.size(), " trainable tensors (", params.frozen.size(), " frozen)");
@@ -175,17 +201,21 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     at::Tensor l2 = l2_regularization_loss(params, opt_options.l2_weight);
     at::Tensor total = losses.total + l2;
     const double total_value = total.item<double>();
-    if (!std::isfinite(total_value)) {
+    // A non-finite loss, or a finite loss with a non-finite gradient, stops before the update: the
+    // weights and the checkpoints stay those of the last good step.
+    auto stop_non_finite = [&](const std::string& what, double value) {
       std::string parts;
-      for (auto& [name, value] : losses.parts) parts += str(" ", name, "=", value.item<double>());
+      for (auto& [name, part] : losses.parts) parts += str(" ", name, "=", part.item<double>());
       auto latest = checkpoints.latest();
-      throw Error(str("loss is ", total_value, " at step ", step, " (", parts, " ); training stopped. The last good "
+      throw Error(str(what, " is ", value, " at step ", step, " (", parts, " ); training stopped. The last good "
                       "checkpoint is ", latest ? *latest : std::string("(none)"),
                       ". HINT: lower train.schedule.learning_rate or enable train.clip_gradients_norm"));
-    }
+    };
+    if (!std::isfinite(total_value)) stop_non_finite("loss", total_value);
     total.backward();
     dp.average_gradients();
     const double grad_norm = clip_gradients_by_global_norm(params.tensors(), opt_options.clip_gradients_norm);
+    if (!std::isfinite(grad_norm)) stop_non_finite("gradient norm", grad_norm);
     optimizer.optimizer->step();
     ++step;
     if (ema) ema->update(*model, step);
@@ -194,20 +224,25 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     result.last_loss = total_value;
 
     const bool log_now = step % t.log_every == 0 || step == t.num_steps;
-    if (log_now && metrics) {
+    if (log_now) {
+      // Losses are logged as the mean over ranks (every rank takes part in the all-reduce).
+      std::vector<std::pair<std::string, double>> loss_values = {{"total_loss", total_value}};
+      for (auto& [name, value] : losses.parts) loss_values.push_back({name, value.item<double>()});
+      loss_values.push_back({"l2_loss", l2.item<double>()});
+      dp.average_across_ranks(loss_values);
       MetricsRecord record;
       record.step = step;
       record.time = unix_time_now();
       record.split = "train";
-      record.values.push_back({"total_loss", total_value});
-      for (auto& [name, value] : losses.parts) record.values.push_back({name, value.item<double>()});
-      record.values.push_back({"l2_loss", l2.item<double>()});
+      record.values = loss_values;
       record.values.push_back({"learning_rate", lr});
       record.values.push_back({"grad_norm", grad_norm});
       for (auto& timing : dp.step_timings()) record.values.push_back(timing);
-      metrics->write(record);
-      for (auto& [name, value] : record.values) events->add_scalar(name, value, step);
-      events->flush();
+      if (metrics) {
+        metrics->write(record);
+        for (auto& [name, value] : record.values) events->add_scalar(name, value, step);
+        events->flush();
+      }
     }
     std::string summary = str("loss ", total_value);
     for (auto& [name, value] : losses.parts) summary += str(" ", name, " ", value.item<double>());
@@ -215,6 +250,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     if (dp.is_main()) progress.report(step, summary, log_now);
     if (checkpoints.due(step) || step == t.num_steps)
       result.last_checkpoint = dp.is_main() ? save(step) : checkpoints.path_for_step(step);
+    if (periodic_eval && step % config.eval.every_steps == 0) periodic_eval(step);
   }
   result.step = step;
   log_info("saved ", result.last_checkpoint);

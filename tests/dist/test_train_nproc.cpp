@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_runner.h"
 #include "detseg/core/error.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/train/checkpoint.h"
@@ -25,28 +26,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct CmdRun {
-  int code = -1;
-  std::string output;
-};
+using detseg::testing::read_text;
+using detseg::testing::start_background;
+using detseg::testing::wait_for;
+using CmdRun = detseg::testing::CommandRun;
 
 CmdRun run(const std::string& args) {
-  CmdRun r;
-  std::string command = "timeout 120 " + std::string(DETSEG_BINARY) + " --threads 1 " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return detseg::testing::run_command("timeout 120 " + std::string(DETSEG_BINARY) + " --threads 1 " + args);
 }
 
 int count_lines(const fs::path& p) {
@@ -89,16 +75,6 @@ const fs::path& workdir() {
 
 std::string config() { return (workdir() / "config.yaml").string(); }
 
-std::pair<pid_t, fs::path> start_background(const std::string& args, const fs::path& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::string command = std::string(DETSEG_BINARY) + " --threads 1 " + args + " > " + log.string() + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), nullptr);
-    ::_exit(127);
-  }
-  return {pid, log};
-}
-
 // The worker of `launcher` whose environment holds RANK=<rank>, or -1.
 pid_t worker_pid(pid_t launcher, int rank) {
   const std::string l = std::to_string(launcher);
@@ -114,28 +90,16 @@ pid_t worker_pid(pid_t launcher, int rank) {
   return -1;
 }
 
-// Waits for `pid` up to `seconds`; returns its wait status, or -1 (then kills it) on timeout.
-int wait_for(pid_t pid, double seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
-
-// Starts a long --nproc 2 run, waits until rank 0 logged a step, then hands back the launcher.
-pid_t start_long_run(const std::string& name, const std::string& extra) {
+// Starts a long --nproc 2 run, waits until rank 0 logged `steps` steps, then hands back the launcher.
+pid_t start_long_run(const std::string& name, const std::string& extra, int steps = 1) {
   fs::path model = workdir() / name;
   fs::remove_all(model);
-  auto [launcher, log] =
-      start_background("train --nproc 2 --config " + config() + " --model-dir " + model.string() +
-                           " --set train.num_steps=100000 " + extra, workdir() / (name + ".log"));
+  const pid_t launcher =
+      start_background(std::string(DETSEG_BINARY) + " --threads 1 train --nproc 2 --config " + config() +
+                           " --model-dir " + model.string() + " --set train.num_steps=100000 " + extra,
+                       workdir() / (name + ".log"));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline && count_lines(model / "metrics.jsonl") < 1)
+  while (std::chrono::steady_clock::now() < deadline && count_lines(model / "metrics.jsonl") < steps)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   return launcher;
 }
@@ -200,7 +164,8 @@ TEST(TrainNproc, TwoWorkersMatchOneProcessAndResumeInOne) {
 }
 
 TEST(TrainNproc, KilledWorkerStopsTheJob) {
-  pid_t launcher = start_long_run("killed", "");
+  // A checkpoint every step, so rank 0 is often saving when the other worker dies.
+  pid_t launcher = start_long_run("killed", "--set train.checkpoint_every=1 --set train.keep_checkpoints=2", 2);
   pid_t rank1 = worker_pid(launcher, 1);
   ASSERT_GT(rank1, 0) << read_text(workdir() / "killed.log");
   ::kill(rank1, SIGKILL);
@@ -211,6 +176,13 @@ TEST(TrainNproc, KilledWorkerStopsTheJob) {
   EXPECT_NE(log.find("worker rank 1 (pid " + std::to_string(rank1) + ") was killed by signal 9"), std::string::npos)
       << log;
   EXPECT_EQ(worker_pid(launcher, 0), -1);
+  // No corrupt checkpoint: every one left loads, the latest included (step 1 was saved before step
+  // 2 was logged).
+  detseg::CheckpointManager manager(detseg::CheckpointManagerOptions{(workdir() / "killed").string(), 2, 1});
+  auto latest = manager.latest();
+  ASSERT_TRUE(latest.has_value()) << log;
+  EXPECT_GE(detseg::read_checkpoint(*latest).step, 1);
+  for (const auto& entry : manager.list()) EXPECT_NO_THROW(detseg::read_checkpoint(entry.path)) << entry.path;
 }
 
 TEST(TrainNproc, HungWorkerTimesOutWithAClearError) {
