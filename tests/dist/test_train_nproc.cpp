@@ -153,6 +153,18 @@ TEST(TrainNproc, TwoWorkersMatchOneProcessAndResumeInOne) {
         << name;
   // Only rank 0 logs: one metrics line per step.
   EXPECT_EQ(count_lines(two / "metrics.jsonl"), 2);
+  // Logged losses are the mean over ranks. At step 1 both runs hold the same initial weights; with
+  // no objects each image's loss is normalised by 1, so the batch-2 loss is the sum of the two
+  // images' losses and the 2-rank mean is half of it (rank 0's own loss is one image's).
+  auto first_loss = [](const fs::path& metrics) {
+    std::istringstream lines(read_text(metrics));
+    std::string line;
+    std::getline(lines, line);
+    return nlohmann::json::parse(line)["total_loss"].get<double>();
+  };
+  const double one_loss = first_loss(one / "metrics.jsonl"), two_loss = first_loss(two / "metrics.jsonl");
+  std::printf("step-1 total_loss: 1 x batch 2 %.6f, mean over 2 ranks %.6f\n", one_loss, two_loss);
+  EXPECT_NEAR(2 * two_loss, one_loss, 1e-5 * one_loss);
 
   // The 2-process run (saved 2 x batch 1) resumes in one process with batch 1.
   CmdRun c = run("train --config " + config() + " --model-dir " + two.string() + " --set train.num_steps=3");
