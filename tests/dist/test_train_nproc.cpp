@@ -175,6 +175,37 @@ TEST(TrainNproc, TwoWorkersMatchOneProcessAndResumeInOne) {
   EXPECT_EQ(count_lines(two / "metrics.jsonl"), 3);
 }
 
+// Trainable batch norm (all ResNet stages) with train.distributed.sync_batch_norm: the 2 x batch 1
+// run still equals 1 x batch 2 (weights and running statistics), through the real train loop.
+TEST(TrainNproc, SyncBatchNormMatchesOneProcess) {
+  const fs::path one = workdir() / "sbn-one", two = workdir() / "sbn-two";
+  fs::remove_all(one);
+  fs::remove_all(two);
+  const std::string common = " --config " + config() +
+                             " --set model.frozen_batch_norm=false --set model.trainable_backbone_stages=5"
+                             " --set \"eval_input.annotations=''\"";
+  CmdRun a = run("train --model-dir " + one.string() + common +
+                 " --set train.batch_size=2 --set train.schedule.learning_rate=0.5");
+  ASSERT_EQ(a.code, 0) << a.output;
+  CmdRun b = run("train --nproc 2 --model-dir " + two.string() + common + " --set train.distributed.sync_batch_norm=true");
+  ASSERT_EQ(b.code, 0) << b.output;
+  EXPECT_NE(b.output.find("data-parallel: 20 batch-norm layers synchronised across 2 ranks"), std::string::npos)
+      << b.output;
+  detseg::Checkpoint ca = detseg::read_checkpoint((one / "ckpt-2.dsckpt").string());
+  detseg::Checkpoint cb = detseg::read_checkpoint((two / "ckpt-2.dsckpt").string());
+  ASSERT_EQ(ca.model.size(), cb.model.size());
+  double max_diff = 0, max_stats_diff = 0;
+  for (size_t k = 0; k < ca.model.size(); ++k) {
+    if (!ca.model[k].second.is_floating_point()) continue;
+    const double d = (ca.model[k].second - cb.model[k].second).abs().max().item<double>();
+    max_diff = std::max(max_diff, d);
+    if (ca.model[k].first.find("running_") != std::string::npos) max_stats_diff = std::max(max_stats_diff, d);
+  }
+  std::printf("sync batch norm, 2 x batch 1 vs 1 x batch 2: max |diff| %.3g (running stats %.3g)\n", max_diff,
+              max_stats_diff);
+  EXPECT_LT(max_diff, 1e-4);
+}
+
 TEST(TrainNproc, KilledWorkerStopsTheJob) {
   // A checkpoint every step, so rank 0 is often saving when the other worker dies.
   pid_t launcher = start_long_run("killed", "--set train.checkpoint_every=1 --set train.keep_checkpoints=2", 2);
