@@ -125,13 +125,13 @@ void visit_optimizer(V& v, OptimizerOptions& c) {
 }
 
 template <class V>
-void visit_fine_tune(V& v, FineTuneConfig& c) {
+void visit_fine_tune(V& v, FineTuneOptions& c) {
   v.field("checkpoint", c.checkpoint, path(), "Checkpoint to start from (ours or a torchvision .pth); empty: none");
   v.field("type", c.type, one_of({"detection", "classification"}),
           "detection: all matching variables; classification: backbone only");
-  v.field("exclude", c.exclude, any(), "Regex of parameter names not to load (e.g. the last layers)");
+  v.field("exclude", c.exclude_pattern, any(), "Regex of parameter names not to load (e.g. the last layers)");
   v.field("scope_map", c.scope_map, any(), "Name prefix mapping ours=theirs, applied before matching");
-  v.field("all_variables", c.all_variables, any(),
+  v.field("all_variables", c.load_all_detection_vars, any(),
           "detection: load every variable (true) or only the backbone (false, the reference's default)");
   v.field("skip_missing", c.skip_missing, any(), "Skip variables the checkpoint lacks instead of failing");
   v.field("skip_mismatched", c.skip_mismatched, any(), "Skip variables whose shape differs instead of failing");
@@ -239,6 +239,19 @@ bool parse_gradient_multiplier(const std::string& text, GradientMultiplier& out)
     return false;
   out = GradientMultiplier{text.substr(0, eq), factor};
   return true;
+}
+
+// train.fine_tune.scope_map entries are "ours=theirs" name prefixes: {"^ours", "theirs"}.
+bool parse_scope_rule(const std::string& text, ScopeRule& out) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos) return false;
+  out = ScopeRule{"^" + text.substr(0, eq), text.substr(eq + 1)};
+  return true;
+}
+
+std::string format_scope_rule(const ScopeRule& r) {
+  const bool anchored = !r.pattern.empty() && r.pattern[0] == '^';
+  return (anchored ? r.pattern.substr(1) : r.pattern) + "=" + r.replacement;
 }
 
 // The shortest decimal that reads back as the same double, so a resolved config round-trips.
@@ -368,6 +381,9 @@ class Reader {
     if (!node.IsScalar() || !parse_gradient_multiplier(node.Scalar(), out))
       fail(node, path, "\"regex=factor\" with a number >= 0 after the last '='");
   }
+  void read(const YAML::Node& node, const std::string& path, ScopeRule& out, const Check&) const {
+    if (!node.IsScalar() || !parse_scope_rule(node.Scalar(), out)) fail(node, path, "\"ours=theirs\"");
+  }
   template <class T>
   void read(const YAML::Node& node, const std::string& path, std::vector<T>& out, const Check& check) const {
     if (!node.IsSequence()) fail(node, path, "a list");
@@ -414,6 +430,7 @@ class Writer {
   void write(bool x) { out_ << x; }
   void write(const std::string& x) { out_ << YAML::DoubleQuoted << x; }
   void write(const GradientMultiplier& x) { write(format_gradient_multiplier(x)); }
+  void write(const ScopeRule& x) { write(format_scope_rule(x)); }
   template <class T>
   void write(const std::vector<T>& xs) {
     out_ << YAML::Flow << YAML::BeginSeq;
@@ -451,11 +468,13 @@ class Documenter {
   static const char* type_name(const std::vector<int64_t>&) { return "list of int"; }
   static const char* type_name(const std::vector<std::string>&) { return "list of string"; }
   static const char* type_name(const std::vector<GradientMultiplier>&) { return "list of string"; }
+  static const char* type_name(const std::vector<ScopeRule>&) { return "list of string"; }
   static std::string show(int64_t x) { return std::to_string(x); }
   static std::string show(double x) { return str(x); }
   static std::string show(bool x) { return x ? "true" : "false"; }
   static std::string show(const std::string& x) { return x.empty() ? "\"\"" : x; }
   static std::string show(const GradientMultiplier& x) { return format_gradient_multiplier(x); }
+  static std::string show(const ScopeRule& x) { return format_scope_rule(x); }
   template <class T>
   static std::string show(const std::vector<T>& xs) {
     std::string out = "[";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "detseg/train/fine_tune_options.h"
 #include "detseg/train/optimizer_options.h"
 #include "detseg/train/schedule_options.h"
 
@@ -60,16 +61,6 @@ struct PostprocessConfig {
   int64_t max_detections_per_image = 100;
 };
 
-struct FineTuneConfig {
-  std::string checkpoint;             // empty: train from scratch
-  std::string type = "detection";     // detection | classification
-  std::string exclude;                // regex of our names not to load
-  std::vector<std::string> scope_map; // "ours_prefix=theirs_prefix" pairs
-  bool all_variables = false;
-  bool skip_missing = true;
-  bool skip_mismatched = false;
-};
-
 struct DistributedConfig {
   double timeout_s = 300;             // rendezvous and every collective; a dead or hung peer fails others within it
   double bucket_mb = 25;              // gradient all-reduce bucket size
@@ -88,7 +79,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 500;
   int64_t keep_checkpoints = 7;
   int64_t log_every = 10;
-  FineTuneConfig fine_tune;
+  FineTuneOptions fine_tune;          // train.fine_tune.*
   DistributedConfig distributed;      // multi-process training (see docs/distributed.md)
 };
 

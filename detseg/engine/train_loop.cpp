@@ -35,22 +35,6 @@ ScheduleOptions schedule_options(const TrainConfig& t, int64_t world_size) {
   return o;
 }
 
-FineTuneOptions fine_tune_options(const FineTuneConfig& f) {
-  FineTuneOptions o;
-  o.checkpoint = f.checkpoint;
-  o.type = f.type;
-  o.load_all_detection_vars = f.all_variables;
-  o.exclude_pattern = f.exclude;
-  o.skip_missing = f.skip_missing;
-  o.skip_mismatched = f.skip_mismatched;
-  for (const auto& entry : f.scope_map) {
-    auto eq = entry.find('=');
-    DETSEG_CONFIG_CHECK(eq != std::string::npos, "train.fine_tune.scope_map: expected \"ours=theirs\", got \"", entry, "\"");
-    o.scope_map.push_back({"^" + entry.substr(0, eq), entry.substr(eq + 1)});
-  }
-  return o;
-}
-
 // A live progress line on a terminal, plain log lines otherwise.
 class Progress {
  public:
@@ -114,7 +98,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     resumed_from = *latest;
     log_info("resumed from ", *latest, " at step ", step);
   } else {
-    FineTuneOptions ft = fine_tune_options(t.fine_tune);
+    const FineTuneOptions& ft = t.fine_tune;
     if (should_fine_tune(ft, model_dir)) {
       FineTuneSummary summary = fine_tune_from_checkpoint(*model, ft);
       log_info("fine-tune from ", ft.checkpoint, ":\n", summary.to_string());
