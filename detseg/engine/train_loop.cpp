@@ -175,6 +175,8 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
            params.trainable.size(), " trainable tensors (", params.frozen.size(), " frozen)");
 
   bool first = true;
+  auto last_log_time = std::chrono::steady_clock::now();
+  int64_t last_log_step = step;
   while (step < t.num_steps) {
     Batch batch;
     DETSEG_CHECK(loader.next(batch), "training loader ended unexpectedly");
@@ -221,6 +223,11 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
       record.values = loss_values;
       record.values.push_back({"learning_rate", lr});
       record.values.push_back({"grad_norm", grad_norm});
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - last_log_time).count();
+      record.values.push_back({"steps_per_s", seconds > 0 ? static_cast<double>(step - last_log_step) / seconds : 0.0});
+      last_log_time = now;
+      last_log_step = step;
       for (auto& timing : dp.step_timings()) record.values.push_back(timing);
       if (metrics) {
         metrics->write(record);

@@ -205,6 +205,14 @@ TEST(Engine, EvaluatesEveryNStepsDuringTraining) {
     EXPECT_LE(row["AP"].get<double>(), 1.0);
     EXPECT_TRUE(std::isfinite(row["total_loss"].get<double>()));
   }
+  // The train log (every step here): loss parts, L2, rate, gradient norm and speed.
+  std::vector<nlohmann::json> train_rows = read_jsonl(dir / "metrics.jsonl");
+  ASSERT_EQ(train_rows.size(), 4u);
+  for (const char* key : {"total_loss", "cls_loss", "box_loss", "l2_loss", "learning_rate", "grad_norm"})
+    EXPECT_TRUE(train_rows[3].contains(key)) << key << " " << train_rows[3].dump();
+  EXPECT_DOUBLE_EQ(train_rows[3]["learning_rate"].get<double>(), 0.001);  // after the drop at step 3
+  EXPECT_GT(train_rows[3]["grad_norm"].get<double>(), 0.0);
+  EXPECT_GT(train_rows[3]["steps_per_s"].get<double>(), 0.0);
   EXPECT_TRUE(fs::exists(dir / "eval" / "eval-2.json"));
   EXPECT_TRUE(fs::exists(dir / "eval" / "eval-4.json"));
   // The evaluation at step 4 is the one `detseg eval` gives for the step-4 checkpoint (EMA weights).
