@@ -52,17 +52,49 @@ void visit_input(V& v, InputConfig& c) {
   v.field("prefetch", c.prefetch, range(1, 1024), "Batches prepared ahead");
   v.field("sample_1_of_n", c.sample_1_of_n, range(1), "Use every n-th image (evaluation)");
   v.field("max_images", c.max_images, range(0), "Use at most this many images (0: all)");
+  v.field("void_values", c.void_values, range(0, 255),
+          "seg_folder: raw label values meaning unlabelled, mapped to the ignore label (CamVid: [11])");
+}
+
+template <class V>
+void visit_deeplab(V& v, DeepLabConfig& c) {
+  v.field("output_stride", c.output_stride, range(8, 32), "Backbone output stride: 8, 16 or 32 (atrous convolution beyond it)");
+  v.field("aspp_channels", c.aspp_channels, range(8, 4096), "ASPP width (rates 6/12/18 at stride 16, doubled at 8)");
+  v.field("aspp_dropout", c.aspp_dropout, range(0, 0.99), "Dropout after the ASPP projection (training)");
+  v.field("image_pooling", c.image_pooling, any(),
+          "ASPP image-level branch (DeepLab's add_image_level_feature); its batch norm needs batches of 3+ images");
+  v.field("low_level_channels", c.low_level_channels, range(0, 1024),
+          "Decoder projection of the stride-4 features (48); 0: no decoder (DeepLabv3)");
+  v.field("decoder_channels", c.decoder_channels, range(8, 4096), "Decoder 3x3 conv width");
+  v.field("crop_size", c.crop_size, range(16, 4096), "Square training crop (padded with the ignore label)");
+  v.field("scale_step", c.scale_step, range(0, 10),
+          "Training random scale in train_input.scale_min..scale_max by this step (0: continuous)");
+  v.field("ignore_label", c.ignore_label, range(0, 65535), "Label the loss and metrics ignore (void and padding map to it)");
+  v.field("loss_weight", c.loss_weight, range(0, 1e6), "Weight of the softmax cross-entropy");
+  v.field("upsample_logits", c.upsample_logits, any(),
+          "Upsample logits to the labels (bilinear, aligned corners); false: downsample labels (nearest)");
+  v.field("top_k_percent_pixels", c.top_k_percent_pixels, range(1e-6, 1), "Hard pixel mining: fraction of pixels kept (1: all)");
+  v.field("hard_example_mining_step", c.hard_example_mining_step, range(0),
+          "Steps over which mining ramps from all pixels to top_k_percent_pixels (0: at once)");
+  v.field("last_layers", c.last_layers, any(), "Parameter name parts of the last layers (multiplier, initialize_last_layer)");
+  v.field("gradient_multipliers", c.gradient_multipliers, any(),
+          "DeepLab's multipliers: biases x2, last layers x last_layer_gradient_multiplier (added to train.gradient_multipliers)");
+  v.field("last_layer_gradient_multiplier", c.last_layer_gradient_multiplier, range(0, 1e6), "Gradient multiplier of the last layers");
+  v.field("initialize_last_layer", c.initialize_last_layer, any(),
+          "Load the last layers from train.fine_tune.checkpoint too (false: they stay freshly initialised)");
+  v.field("eval_scales", c.eval_scales, range(0.05, 10), "Evaluation input scales; probabilities are averaged");
+  v.field("eval_flip", c.eval_flip, any(), "Also evaluate mirrored inputs and average");
 }
 
 template <class V>
 void visit_model(V& v, ModelConfig& c) {
-  v.field("type", c.type, one_of({"retinanet", "efficientdet"}), "Meta-architecture");
+  v.field("type", c.type, one_of({"retinanet", "efficientdet", "deeplabv3plus", "deeplabv3"}), "Meta-architecture");
   v.field("num_classes", c.num_classes, range(1, 100000), "Number of object classes (no background)");
   v.field("backbone", c.backbone,
           one_of({"resnet18", "resnet34", "resnet50", "resnet101", "efficientnet-b0", "efficientnet-b1",
                   "efficientnet-b2", "efficientnet-b3", "efficientnet-b4", "efficientnet-b5",
-                  "efficientnet-b6", "efficientnet-b7"}),
-          "Backbone network (RetinaNet)");
+                  "efficientnet-b6", "efficientnet-b7", "mobilenet_v2"}),
+          "Backbone network (RetinaNet; DeepLab: resnet*, mobilenet_v2)");
   v.field("efficientdet", c.efficientdet, one_of({"d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"}),
           "EfficientDet size: sets backbone, BiFPN width/depth and head depth per the paper");
   v.field("image_size", c.image_size, range(32, 4096), "Square network input size in pixels (EfficientDet: a multiple of 2^max_level)");
@@ -84,6 +116,7 @@ void visit_model(V& v, ModelConfig& c) {
   v.field("box_loss_weight", c.box_loss_weight, range(0, 1e6), "Weight of the box loss in the total");
   v.field("pixel_mean", c.pixel_mean, range(0, 1), "Per-channel mean of RGB in [0,1]");
   v.field("pixel_std", c.pixel_std, range(1e-6, 10), "Per-channel std of RGB in [0,1]");
+  v.section("deeplab", [&] { visit_deeplab(v, c.deeplab); });
 }
 
 template <class V>
@@ -512,6 +545,12 @@ void check_consistency(const PipelineConfig& c) {
                       "model.pixel_mean and model.pixel_std need 3 values (RGB)");
   DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,
                       "train_input.scale_min must not exceed train_input.scale_max");
+  if (c.model.type == "deeplabv3plus" || c.model.type == "deeplabv3") {
+    const int64_t os = c.model.deeplab.output_stride;
+    DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, at, "model.deeplab.output_stride: expected 8, 16 or 32, got ", os);
+    DETSEG_CONFIG_CHECK(c.model.backbone.rfind("resnet", 0) == 0 || c.model.backbone == "mobilenet_v2", at,
+                        "model.backbone: DeepLab takes resnet18/34/50/101 or mobilenet_v2, got ", c.model.backbone);
+  }
   if (c.train.schedule.type == "stepwise")
     DETSEG_CONFIG_CHECK(c.train.schedule.drop_steps.size() == 2, at,
                         "train.schedule.drop_steps: stepwise needs 2 steps (x0.1 and x0.01 drops)");
