@@ -10,6 +10,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/eval/rle.h"
 #include "detseg/dist/process_group.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/io/metrics_jsonl.h"
@@ -41,8 +42,11 @@ bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& d
   nlohmann::json mine = {{"images", std::vector<int64_t>(images.begin(), images.end())},
                          {"batches", batches}, {"losses", nlohmann::json::array()}, {"dets", nlohmann::json::array()}};
   for (auto& [name, sum] : loss_sums) mine["losses"].push_back({name, sum});
-  for (const auto& d : detections)
+  for (const auto& d : detections) {
     mine["dets"].push_back({d.image_id, d.category_id, d.bbox[0], d.bbox[1], d.bbox[2], d.bbox[3], d.score});
+    const CocoRle& rle = d.segmentation.rle;
+    if (d.segmentation.kind == CocoSegmentation::kRle) mine["dets"].back().push_back({rle.height, rle.width, rle_to_string(rle)});
+  }
   std::vector<std::string> all = group.all_gather_bytes(mine.dump());
   if (group.rank() != 0) return false;
   detections.clear();
@@ -62,6 +66,10 @@ bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& d
       a.category_id = d[1].get<int64_t>();
       for (int k = 0; k < 4; ++k) a.bbox[k] = d[2 + k].get<double>();
       a.score = d[6].get<double>();
+      if (d.size() > 7) {
+        a.segmentation.kind = CocoSegmentation::kRle;
+        a.segmentation.rle = rle_from_string(d[7][2].get<std::string>(), d[7][0].get<int64_t>(), d[7][1].get<int64_t>());
+      }
       detections.push_back(a);
     }
     batches += shard["batches"].get<int64_t>();
@@ -78,7 +86,7 @@ bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& d
 DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model, dist::ProcessGroup* group) {
   torch::NoGradGuard no_grad;
   model.eval();
-  auto dataset = make_detection_dataset(config.eval_input, /*training=*/false);
+  auto dataset = make_detection_dataset(config.eval_input, /*training=*/false, uses_instance_masks(config.model));
   LoaderOptions options =
       make_loader_options(config, config.eval_input, /*training=*/false, config.eval.batch_size, model.input_size());
   const bool sharded = group != nullptr && group->world_size() > 1;
@@ -117,6 +125,12 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
         a.category_id = dataset->label_to_category_id(classes[i].item<int64_t>());
         for (int k = 0; k < 4; ++k) a.bbox[k] = xywh[i][k].item<double>();
         a.score = scores[i].item<double>();
+        if (d.masks.defined()) {
+          // Instance masks [N, H, W] in the original image: RLE for segm evaluation.
+          at::Tensor mask = d.masks[i].to(at::kByte).contiguous();
+          a.segmentation.kind = CocoSegmentation::kRle;
+          a.segmentation.rle = rle_encode_row_major(mask.data_ptr<uint8_t>(), mask.size(0), mask.size(1));
+        }
         result.detections.push_back(a);
       }
     }
@@ -136,6 +150,12 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
   params.image_ids.assign(evaluated_images.begin(), evaluated_images.end());
   params.use_categories = !config.eval.class_agnostic;
   result.coco = coco_evaluate(gt, dt, params);
+  if (uses_instance_masks(config.model)) {
+    CocoEvalParams segm_params = params;
+    segm_params.iou_type = CocoIouType::kSegm;
+    result.has_segm = true;
+    result.segm = coco_evaluate(gt, coco_results_from(result.detections, gt, /*box_mode=*/false), segm_params);
+  }
   for (int64_t id : result.coco.params.category_ids) {
     auto it = gt.category_index.find(id);
     result.category_names.push_back(it == gt.category_index.end() ? std::to_string(id)
@@ -151,7 +171,16 @@ std::string eval_result_json(const DetectionEvalResult& r) {
     std::snprintf(buf, sizeof(buf), "%.17g", r.coco.stats[i]);
     out += (i ? ", " : "") + std::string(buf);
   }
-  out += "],\n  \"per_category_ap\": {";
+  out += "]";
+  if (r.has_segm) {
+    out += ",\n  \"segm_stats\": [";
+    for (size_t i = 0; i < r.segm.stats.size(); ++i) {
+      std::snprintf(buf, sizeof(buf), "%.17g", r.segm.stats[i]);
+      out += (i ? ", " : "") + std::string(buf);
+    }
+    out += "]";
+  }
+  out += ",\n  \"per_category_ap\": {";
   for (size_t k = 0; k < r.coco.per_category_ap.size() && k < r.category_names.size(); ++k) {
     std::snprintf(buf, sizeof(buf), "%.17g", r.coco.per_category_ap[k]);
     out += str(k ? ", " : "", "\"", r.category_names[k], "\": ", buf);
@@ -166,6 +195,7 @@ std::string eval_result_json(const DetectionEvalResult& r) {
 
 std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
   std::string out = coco_summary_text(r.coco);
+  if (r.has_segm) out += " segm (instance masks):\n" + coco_summary_text(r.segm);
   for (auto& [name, value] : r.losses) out += str(" eval ", name, " = ", value, "\n");
   if (per_class) {
     out += "\n category                       AP\n";
@@ -319,6 +349,8 @@ EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_
   static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
                                   "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
   for (int i = 0; i < 12; ++i) report.scalars.push_back({names[i], r.coco.stats[i]});
+  if (r.has_segm)
+    for (int i = 0; i < 12; ++i) report.scalars.push_back({std::string("segm_") + names[i], r.segm.stats[i]});
   for (auto& l : r.losses) report.scalars.push_back(l);
   return report;
 }

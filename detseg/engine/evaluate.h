@@ -24,6 +24,8 @@ class EventWriter;
 struct DetectionEvalResult {
   int64_t step = 0;
   CocoEvalResult coco;
+  bool has_segm = false;  // the model predicts instance masks: `segm` holds their COCO evaluation
+  CocoEvalResult segm;
   std::vector<std::pair<std::string, double>> losses;  // means over the eval batches
   std::vector<CocoAnnotation> detections;              // COCO results form (category ids of the file)
   std::vector<std::string> category_names;             // params.category_ids order
@@ -40,7 +42,8 @@ std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const 
 DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model,
                                       dist::ProcessGroup* group = nullptr);
 
-// {"step", "stats": [12 numbers], "per_category_ap": {name: ap}, "losses": {...}, "num_images"}.
+// {"step", "stats": [12 numbers], "per_category_ap": {name: ap}, "losses": {...}, "num_images"}, plus
+// "segm_stats": [12 numbers] for models with masks.
 std::string eval_result_json(const DetectionEvalResult& result);
 
 // The 12-line summary, then the losses, then (with per_class) the per-category table.

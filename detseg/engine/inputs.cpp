@@ -10,7 +10,7 @@
 
 namespace detseg {
 
-std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training) {
+std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training, bool with_masks) {
   DETSEG_CONFIG_CHECK(!input.annotations.empty(), "input.annotations: required");
   CocoDataset coco;
   DetectionDatasetOptions options;
@@ -28,6 +28,7 @@ std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& inpu
   options.invalid_boxes = parse_box_policy(input.box_policy);
   options.skip_empty_images = false;
   options.skip_ignored = training;
+  options.with_masks = with_masks;
   auto dataset = std::make_shared<DetectionDataset>(std::move(coco), options);
   const BoxStats& s = dataset->box_stats();
   log_info(input.annotations, ": ", dataset->size(), " images, ", s.kept, " boxes kept of ", s.total,
@@ -70,7 +71,7 @@ InputData make_input_data(const PipelineConfig& config, const InputConfig& input
     data.segmentation = dataset;
     return data;
   }
-  auto dataset = make_detection_dataset(input, training);
+  auto dataset = make_detection_dataset(input, training, uses_instance_masks(config.model));
   data.size = dataset->size();
   data.load = [dataset](int64_t i) { return dataset->get(i); };
   data.num_classes = dataset->num_classes();

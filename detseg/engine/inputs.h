@@ -14,7 +14,9 @@
 namespace detseg {
 
 // Reads the annotations (COCO JSON or VOC folder) and checks the boxes per input.box_policy.
-std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training);
+// with_masks rasterises instance masks into the examples (Mask R-CNN).
+std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training,
+                                                         bool with_masks = false);
 
 // format seg_folder: images from input.images, label PNGs (same stem) from input.annotations,
 // values >= num_classes rejected unless listed in input.void_values; at most input.max_images.

@@ -17,6 +17,7 @@
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/models/build.h"
+#include "detseg/eval/rle.h"
 #include "detseg/train/checkpoint.h"
 #include "detseg/viz/draw.h"
 #include "detseg/viz/label_map.h"
@@ -128,6 +129,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
     Boxes d = model->detect(batch)[0];
 
     std::vector<DrawnBox> drawn;
+    std::vector<DrawnMask> drawn_masks;
     for (int64_t i = 0; i < d.size(); ++i) {
       const int64_t label = d.classes[i].item<int64_t>();
       const std::string name = label < static_cast<int64_t>(names.size()) ? names[label] : std::to_string(label);
@@ -140,10 +142,20 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
                      {"category_name", name},
                      {"bbox", {x1, y1, x2 - x1, y2 - y1}},
                      {"score", score}});
+      if (d.masks.defined()) {
+        // Instance mask in the original image: RLE in the JSON, tinted in the picture.
+        at::Tensor mask = d.masks[i].to(at::kByte).contiguous();
+        const int64_t h = mask.size(0), w = mask.size(1);
+        CocoRle rle = rle_encode_row_major(mask.data_ptr<uint8_t>(), h, w);
+        all.back()["segmentation"] = {{"size", {h, w}}, {"counts", rle_to_string(rle)}};
+        if (score >= options.score_threshold)
+          drawn_masks.push_back({cv::Mat(static_cast<int>(h), static_cast<int>(w), CV_8U, mask.data_ptr<uint8_t>()).clone(), label});
+      }
       if (score >= options.score_threshold) drawn.push_back({x1, y1, x2, y2, label, score, name});
     }
     cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);
     DETSEG_CHECK(!bgr.empty(), path, ": cannot decode for drawing");
+    draw_masks(bgr, drawn_masks);
     draw_boxes(bgr, drawn);
     std::string out_png = (fs::path(options.output) / fs::path(path).stem()).string() + ".png";
     write_png(out_png, bgr);

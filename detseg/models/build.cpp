@@ -5,6 +5,7 @@
 #include "detseg/core/error.h"
 #include "detseg/models/efficientdet_network.h"
 #include "detseg/models/deeplab_network.h"
+#include "detseg/models/meta_archs/faster_rcnn.h"
 #include "detseg/models/meta_archs/dense_detector.h"
 #include "detseg/models/meta_archs/semantic_segmenter.h"
 #include "detseg/train/name_pattern.h"
@@ -38,10 +39,71 @@ DenseDetectorOptions dense_options(const PipelineConfig& config) {
   return o;
 }
 
-int64_t resnet_depth(const std::string& backbone) {
+int64_t resnet_depth(const std::string& backbone, const std::string& source) {
   if (backbone.rfind("resnet", 0) == 0) return std::stoll(backbone.substr(6));
-  throw ConfigError(location(backbone) + "model.backbone: RetinaNet takes a ResNet (resnet18/34/50/101), got " +
+  throw ConfigError(location(source) + "model.backbone: RetinaNet and Faster R-CNN take a ResNet (resnet18/34/50/101), got " +
                     backbone);
+}
+
+std::array<double, 4> four(const std::vector<double>& v) { return {v.at(0), v.at(1), v.at(2), v.at(3)}; }
+
+std::shared_ptr<DetectorImpl> build_faster_rcnn(const PipelineConfig& config) {
+  const ModelConfig& m = config.model;
+  const FasterRcnnConfig& f = m.faster_rcnn;
+  FasterRcnnOptions o;
+  o.num_classes = m.num_classes;
+  o.image_size = m.image_size;
+  o.number_of_stages = f.number_of_stages;
+  o.anchor_sizes = f.first_stage_anchor_sizes;
+  o.anchor_scales = f.first_stage_anchor_scales;
+  o.anchor_aspect_ratios = f.first_stage_anchor_aspect_ratios;
+  o.clip_anchors_to_image = f.first_stage_clip_anchors_to_image;
+  o.first_stage_matched_threshold = f.first_stage_matched_threshold;
+  o.first_stage_unmatched_threshold = f.first_stage_unmatched_threshold;
+  o.first_stage_minibatch_size = f.first_stage_minibatch_size;
+  o.first_stage_positive_balance_fraction = f.first_stage_positive_balance_fraction;
+  o.first_stage_nms_score_threshold = f.first_stage_nms_score_threshold;
+  o.first_stage_nms_iou_threshold = f.first_stage_nms_iou_threshold;
+  o.first_stage_pre_nms_top_k = f.first_stage_pre_nms_top_k;
+  o.first_stage_max_proposals = f.first_stage_max_proposals;
+  o.first_stage_localization_loss_weight = f.first_stage_localization_loss_weight;
+  o.first_stage_objectness_loss_weight = f.first_stage_objectness_loss_weight;
+  o.first_stage_box_coder_scales = four(f.first_stage_box_coder_scales);
+  o.second_stage_batch_size = f.second_stage_batch_size;
+  o.second_stage_balance_fraction = f.second_stage_balance_fraction;
+  o.second_stage_matched_threshold = f.second_stage_matched_threshold;
+  o.second_stage_add_groundtruth_proposals = f.second_stage_add_groundtruth_proposals;
+  o.second_stage_box_coder_scales = four(f.second_stage_box_coder_scales);
+  o.second_stage_sigmoid = f.second_stage_classification_loss == "sigmoid";
+  o.second_stage_localization_loss_weight = f.second_stage_localization_loss_weight;
+  o.second_stage_classification_loss_weight = f.second_stage_classification_loss_weight;
+  o.second_stage_mask_loss_weight = f.second_stage_mask_loss_weight;
+  o.second_stage_score_threshold = config.postprocess.score_threshold;
+  o.second_stage_nms_iou_threshold = config.postprocess.nms_iou_threshold;
+  o.second_stage_max_detections_per_class = f.second_stage_max_detections_per_class;
+  o.second_stage_max_total_detections = config.postprocess.max_detections_per_image;
+  if (f.hard_example_miner_num_examples > 0) {
+    HardExampleMinerOptions miner;
+    miner.num_hard_examples = f.hard_example_miner_num_examples;
+    miner.iou_threshold = f.hard_example_miner_iou_threshold;
+    o.hard_example_miner = miner;
+  }
+  o.output_detection_features = f.output_detection_features;
+  o.mask_threshold = f.mask_threshold;
+  FasterRcnnNetworkOptions net(m.num_classes);
+  net.depth(resnet_depth(m.backbone, config.source))
+      .frozen_bn(m.frozen_batch_norm)
+      .frozen_stages(5 - m.trainable_backbone_stages)
+      .fpn_channels(m.fpn_channels)
+      .rpn_kernel_size(f.first_stage_box_predictor_kernel_size)
+      .rpn_depth(f.first_stage_box_predictor_depth)
+      .rpn_atrous_rate(f.first_stage_atrous_rate)
+      .representation_size(f.representation_size)
+      .box_pool_size(f.box_pool_size)
+      .share_box_across_classes(f.share_box_across_classes)
+      .masks(m.type == "mask_rcnn")
+      .mask_pool_size(f.mask_pool_size);
+  return std::make_shared<FasterRcnnImpl>(o, net);
 }
 
 }  // namespace
@@ -97,13 +159,14 @@ std::string model_fine_tune_exclude(const PipelineConfig& config) {
 
 std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
+  if (m.type == "faster_rcnn" || m.type == "mask_rcnn") return build_faster_rcnn(config);
   DenseDetectorOptions options = dense_options(config);
   const int64_t num_anchors = m.num_scales * static_cast<int64_t>(m.aspect_ratios.size());
   DETSEG_CONFIG_CHECK(m.min_level == 3 && m.max_level == 7, location(config.source),
                       "model.min_level/max_level: the RetinaNet and EfficientDet networks produce P3-P7");
   if (m.type == "retinanet") {
     RetinaNetNetworkOptions net_options(m.num_classes);
-    net_options.depth(resnet_depth(m.backbone))
+    net_options.depth(resnet_depth(m.backbone, config.source))
         .frozen_bn(m.frozen_batch_norm)
         .frozen_stages(5 - m.trainable_backbone_stages)
         .fpn_channels(m.fpn_channels)

@@ -28,4 +28,8 @@ std::vector<GradientMultiplier> model_gradient_multipliers(const PipelineConfig&
 // (DeepLab's last layers when initialize_last_layer is false); empty when none.
 std::string model_fine_tune_exclude(const PipelineConfig& config);
 
+// Whether the model trains on and predicts instance masks (mask_rcnn): the data pipeline then
+// carries them and evaluation adds COCO segm metrics.
+inline bool uses_instance_masks(const ModelConfig& model) { return model.type == "mask_rcnn"; }
+
 }  // namespace detseg
