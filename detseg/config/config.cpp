@@ -52,17 +52,112 @@ void visit_input(V& v, InputConfig& c) {
   v.field("prefetch", c.prefetch, range(1, 1024), "Batches prepared ahead");
   v.field("sample_1_of_n", c.sample_1_of_n, range(1), "Use every n-th image (evaluation)");
   v.field("max_images", c.max_images, range(0), "Use at most this many images (0: all)");
+  v.field("void_values", c.void_values, range(0, 255),
+          "seg_folder: raw label values meaning unlabelled, mapped to the ignore label (CamVid: [11])");
+}
+
+template <class V>
+void visit_deeplab(V& v, DeepLabConfig& c) {
+  v.field("output_stride", c.output_stride, range(8, 32), "Backbone output stride: 8, 16 or 32 (atrous convolution beyond it)");
+  v.field("aspp_channels", c.aspp_channels, range(8, 4096), "ASPP width (rates 6/12/18 at stride 16, doubled at 8)");
+  v.field("aspp_dropout", c.aspp_dropout, range(0, 0.99), "Dropout after the ASPP projection (training)");
+  v.field("image_pooling", c.image_pooling, any(),
+          "ASPP image-level branch (DeepLab's add_image_level_feature); its batch norm needs batches of 3+ images");
+  v.field("low_level_channels", c.low_level_channels, range(0, 1024),
+          "Decoder projection of the stride-4 features (48); 0: no decoder (DeepLabv3)");
+  v.field("decoder_channels", c.decoder_channels, range(8, 4096), "Decoder 3x3 conv width");
+  v.field("crop_size", c.crop_size, range(16, 4096), "Square training crop (padded with the ignore label)");
+  v.field("scale_step", c.scale_step, range(0, 10),
+          "Training random scale in train_input.scale_min..scale_max by this step (0: continuous)");
+  v.field("ignore_label", c.ignore_label, range(0, 65535), "Label the loss and metrics ignore (void and padding map to it)");
+  v.field("loss_weight", c.loss_weight, range(0, 1e6), "Weight of the softmax cross-entropy");
+  v.field("upsample_logits", c.upsample_logits, any(),
+          "Upsample logits to the labels (bilinear, aligned corners); false: downsample labels (nearest)");
+  v.field("top_k_percent_pixels", c.top_k_percent_pixels, range(1e-6, 1), "Hard pixel mining: fraction of pixels kept (1: all)");
+  v.field("hard_example_mining_step", c.hard_example_mining_step, range(0),
+          "Steps over which mining ramps from all pixels to top_k_percent_pixels (0: at once)");
+  v.field("last_layers", c.last_layers, any(), "Parameter name parts of the last layers (multiplier, initialize_last_layer)");
+  v.field("gradient_multipliers", c.gradient_multipliers, any(),
+          "DeepLab's multipliers: biases x2, last layers x last_layer_gradient_multiplier (added to train.gradient_multipliers)");
+  v.field("last_layer_gradient_multiplier", c.last_layer_gradient_multiplier, range(0, 1e6), "Gradient multiplier of the last layers");
+  v.field("initialize_last_layer", c.initialize_last_layer, any(),
+          "Load the last layers from train.fine_tune.checkpoint too (false: they stay freshly initialised)");
+  v.field("eval_scales", c.eval_scales, range(0.05, 10), "Evaluation input scales; probabilities are averaged");
+  v.field("eval_flip", c.eval_flip, any(), "Also evaluate mirrored inputs and average");
+}
+
+template <class V>
+void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
+  v.field("number_of_stages", c.number_of_stages, range(1, 3),
+          "1: RPN only (class-agnostic proposals are the detections); 2: + box classifier; 3: + masks re-cropped at "
+          "the final boxes (inference; training runs 2)");
+  v.field("first_stage_anchor_sizes", c.first_stage_anchor_sizes, range(1, 4096),
+          "Anchor base size per pyramid level P2..P6 (5 values; torchvision: 32..512)");
+  v.field("first_stage_anchor_scales", c.first_stage_anchor_scales, range(0.01, 100), "Anchor scales relative to the base size");
+  v.field("first_stage_anchor_aspect_ratios", c.first_stage_anchor_aspect_ratios, range(0.01, 100),
+          "Anchor width/height ratios, in the order of the RPN outputs (torchvision's order: 2, 1, 0.5)");
+  v.field("first_stage_clip_anchors_to_image", c.first_stage_clip_anchors_to_image, any(),
+          "Training: clip anchors to the image instead of pruning those that leave it");
+  v.field("first_stage_box_predictor_kernel_size", c.first_stage_box_predictor_kernel_size, range(1, 15),
+          "RPN conv kernel size (odd)");
+  v.field("first_stage_box_predictor_depth", c.first_stage_box_predictor_depth, range(1, 4096), "RPN conv output depth");
+  v.field("first_stage_atrous_rate", c.first_stage_atrous_rate, range(1, 64), "RPN conv atrous (dilation) rate");
+  v.field("first_stage_matched_threshold", c.first_stage_matched_threshold, range(0, 1),
+          "RPN: IoU at or above which an anchor is positive (each box also gets its best anchor)");
+  v.field("first_stage_unmatched_threshold", c.first_stage_unmatched_threshold, range(0, 1),
+          "RPN: IoU below which an anchor is negative; between the two it is ignored");
+  v.field("first_stage_minibatch_size", c.first_stage_minibatch_size, range(1, 100000), "RPN anchors sampled per image for the loss");
+  v.field("first_stage_positive_balance_fraction", c.first_stage_positive_balance_fraction, range(0, 1),
+          "Largest fraction of positives in the RPN minibatch");
+  v.field("first_stage_nms_score_threshold", c.first_stage_nms_score_threshold, range(0, 1), "Proposals scoring at or below this are dropped");
+  v.field("first_stage_nms_iou_threshold", c.first_stage_nms_iou_threshold, range(0, 1), "Proposal NMS IoU threshold");
+  v.field("first_stage_pre_nms_top_k", c.first_stage_pre_nms_top_k, range(0),
+          "Best-scoring anchors kept before proposal NMS (0: all, as the reference)");
+  v.field("first_stage_max_proposals", c.first_stage_max_proposals, range(1, 100000), "Proposals kept per image after NMS");
+  v.field("first_stage_localization_loss_weight", c.first_stage_localization_loss_weight, range(0, 1e6), "RPN box loss weight");
+  v.field("first_stage_objectness_loss_weight", c.first_stage_objectness_loss_weight, range(0, 1e6), "RPN objectness loss weight");
+  v.field("first_stage_box_coder_scales", c.first_stage_box_coder_scales, range(1e-6, 1e6),
+          "RPN box coder scale factors (y, x, h, w); torchvision's RPN: 1, 1, 1, 1");
+  v.field("second_stage_batch_size", c.second_stage_batch_size, range(1, 100000),
+          "Proposals sampled per image for the box classifier in training");
+  v.field("second_stage_balance_fraction", c.second_stage_balance_fraction, range(0, 1),
+          "Largest fraction of positives among the sampled proposals");
+  v.field("second_stage_matched_threshold", c.second_stage_matched_threshold, range(0, 1),
+          "Box classifier: IoU at or above which a proposal is positive (below: background)");
+  v.field("second_stage_add_groundtruth_proposals", c.second_stage_add_groundtruth_proposals, any(),
+          "Training: add the ground-truth boxes to the proposals before sampling (torchvision does; the reference not)");
+  v.field("second_stage_box_coder_scales", c.second_stage_box_coder_scales, range(1e-6, 1e6),
+          "Box classifier coder scale factors (y, x, h, w)");
+  v.field("second_stage_classification_loss", c.second_stage_classification_loss, one_of({"softmax", "sigmoid"}),
+          "Box classifier loss and score conversion");
+  v.field("share_box_across_classes", c.share_box_across_classes, any(), "One box encoding for all classes instead of one per class");
+  v.field("second_stage_localization_loss_weight", c.second_stage_localization_loss_weight, range(0, 1e6), "Box classifier box loss weight");
+  v.field("second_stage_classification_loss_weight", c.second_stage_classification_loss_weight, range(0, 1e6),
+          "Box classifier classification loss weight");
+  v.field("second_stage_mask_loss_weight", c.second_stage_mask_loss_weight, range(0, 1e6), "Mask loss weight (mask_rcnn)");
+  v.field("second_stage_max_detections_per_class", c.second_stage_max_detections_per_class, range(1, 100000),
+          "Detections kept per class by the final NMS");
+  v.field("hard_example_miner_num_examples", c.hard_example_miner_num_examples, range(0, 100000),
+          "Second stage: >0 replaces proposal sampling by hard-example mining of this many proposals per image");
+  v.field("hard_example_miner_iou_threshold", c.hard_example_miner_iou_threshold, range(0, 1), "Hard-example miner NMS IoU");
+  v.field("representation_size", c.representation_size, range(1, 65536), "Box head (two fully connected layers) width");
+  v.field("box_pool_size", c.box_pool_size, range(1, 64), "RoIAlign output size for the box head");
+  v.field("mask_pool_size", c.mask_pool_size, range(1, 64), "RoIAlign output size for the mask head (masks are twice this)");
+  v.field("mask_threshold", c.mask_threshold, range(0, 1), "Pasted mask probability at or above which a pixel is in the mask");
+  v.field("output_detection_features", c.output_detection_features, any(),
+          "Attach mean-pooled RoI features to each detection (Boxes field \"features\")");
 }
 
 template <class V>
 void visit_model(V& v, ModelConfig& c) {
-  v.field("type", c.type, one_of({"retinanet", "efficientdet"}), "Meta-architecture");
+  v.field("type", c.type, one_of({"retinanet", "efficientdet", "faster_rcnn", "mask_rcnn", "deeplabv3plus", "deeplabv3"}),
+          "Meta-architecture");
   v.field("num_classes", c.num_classes, range(1, 100000), "Number of object classes (no background)");
   v.field("backbone", c.backbone,
           one_of({"resnet18", "resnet34", "resnet50", "resnet101", "efficientnet-b0", "efficientnet-b1",
                   "efficientnet-b2", "efficientnet-b3", "efficientnet-b4", "efficientnet-b5",
-                  "efficientnet-b6", "efficientnet-b7"}),
-          "Backbone network (RetinaNet)");
+                  "efficientnet-b6", "efficientnet-b7", "mobilenet_v2"}),
+          "Backbone network (RetinaNet; DeepLab: resnet*, mobilenet_v2)");
   v.field("efficientdet", c.efficientdet, one_of({"d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"}),
           "EfficientDet size: sets backbone, BiFPN width/depth and head depth per the paper");
   v.field("image_size", c.image_size, range(32, 4096), "Square network input size in pixels (EfficientDet: a multiple of 2^max_level)");
@@ -84,6 +179,8 @@ void visit_model(V& v, ModelConfig& c) {
   v.field("box_loss_weight", c.box_loss_weight, range(0, 1e6), "Weight of the box loss in the total");
   v.field("pixel_mean", c.pixel_mean, range(0, 1), "Per-channel mean of RGB in [0,1]");
   v.field("pixel_std", c.pixel_std, range(1e-6, 10), "Per-channel std of RGB in [0,1]");
+  v.section("deeplab", [&] { visit_deeplab(v, c.deeplab); });
+  v.section("faster_rcnn", [&] { visit_faster_rcnn(v, c.faster_rcnn); });
 }
 
 template <class V>
@@ -531,6 +628,26 @@ void check_consistency(const PipelineConfig& c) {
                       "model.pixel_mean and model.pixel_std need 3 values (RGB)");
   DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,
                       "train_input.scale_min must not exceed train_input.scale_max");
+  if (c.model.type == "deeplabv3plus" || c.model.type == "deeplabv3") {
+    const int64_t os = c.model.deeplab.output_stride;
+    DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, at, "model.deeplab.output_stride: expected 8, 16 or 32, got ", os);
+    DETSEG_CONFIG_CHECK(c.model.backbone.rfind("resnet", 0) == 0 || c.model.backbone == "mobilenet_v2", at,
+                        "model.backbone: DeepLab takes resnet18/34/50/101 or mobilenet_v2, got ", c.model.backbone);
+  }
+  if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn") {
+    const FasterRcnnConfig& f = c.model.faster_rcnn;
+    DETSEG_CONFIG_CHECK(f.first_stage_anchor_sizes.size() == 5, at,
+                        "model.faster_rcnn.first_stage_anchor_sizes: one size per FPN level P2-P6 (5 values), got ",
+                        f.first_stage_anchor_sizes.size());
+    DETSEG_CONFIG_CHECK(f.first_stage_box_coder_scales.size() == 4 && f.second_stage_box_coder_scales.size() == 4, at,
+                        "model.faster_rcnn.*_box_coder_scales: 4 values (y, x, h, w)");
+    DETSEG_CONFIG_CHECK(f.first_stage_unmatched_threshold <= f.first_stage_matched_threshold, at,
+                        "model.faster_rcnn.first_stage_unmatched_threshold must not exceed first_stage_matched_threshold");
+    DETSEG_CONFIG_CHECK(f.first_stage_box_predictor_kernel_size % 2 == 1, at,
+                        "model.faster_rcnn.first_stage_box_predictor_kernel_size must be odd");
+    DETSEG_CONFIG_CHECK(c.model.type != "mask_rcnn" || f.number_of_stages >= 2, at,
+                        "model.faster_rcnn.number_of_stages: mask_rcnn needs 2 or 3 stages");
+  }
   if (c.train.schedule.type == "stepwise")
     DETSEG_CONFIG_CHECK(c.train.schedule.drop_steps.size() == 2, at,
                         "train.schedule.drop_steps: stepwise needs 2 steps (x0.1 and x0.01 drops)");

@@ -28,10 +28,75 @@ struct InputConfig {
   int64_t prefetch = 4;
   int64_t sample_1_of_n = 1;          // evaluate every n-th image
   int64_t max_images = 0;             // 0: all
+  std::vector<int64_t> void_values;   // seg_folder: raw label values meaning "unlabelled" (-> ignore)
+};
+
+// DeepLab's flags (model.type deeplabv3plus / deeplabv3): network, loss, last layers and evaluation.
+struct DeepLabConfig {
+  int64_t output_stride = 16;         // 8, 16 or 32
+  int64_t aspp_channels = 256;
+  double aspp_dropout = 0.1;
+  bool image_pooling = true;          // ASPP image-level branch (add_image_level_feature)
+  int64_t low_level_channels = 48;    // decoder projection of the stride-4 features
+  int64_t decoder_channels = 256;
+  int64_t crop_size = 513;            // square training crop
+  double scale_step = 0.25;           // train_input.scale_min..scale_max in these steps (0: continuous)
+  int64_t ignore_label = 255;
+  double loss_weight = 1.0;
+  bool upsample_logits = true;        // false: downsample labels (nearest) instead
+  double top_k_percent_pixels = 1.0;
+  int64_t hard_example_mining_step = 0;
+  std::vector<std::string> last_layers = {"aspp.", "decoder.", "classifier."};
+  bool gradient_multipliers = true;   // biases x2, last layers x last_layer_gradient_multiplier
+  double last_layer_gradient_multiplier = 1.0;
+  bool initialize_last_layer = true;  // false: train.fine_tune skips last_layers
+  std::vector<double> eval_scales = {1.0};
+  bool eval_flip = false;
+};
+
+// model.faster_rcnn.*: Faster R-CNN / Mask R-CNN (the reference's faster_rcnn_meta_arch keys).
+struct FasterRcnnConfig {
+  int64_t number_of_stages = 2;
+  std::vector<double> first_stage_anchor_sizes = {32, 64, 128, 256, 512};
+  std::vector<double> first_stage_anchor_scales = {1.0};
+  std::vector<double> first_stage_anchor_aspect_ratios = {2.0, 1.0, 0.5};
+  bool first_stage_clip_anchors_to_image = false;
+  int64_t first_stage_box_predictor_kernel_size = 3;
+  int64_t first_stage_box_predictor_depth = 256;
+  int64_t first_stage_atrous_rate = 1;
+  double first_stage_matched_threshold = 0.7;
+  double first_stage_unmatched_threshold = 0.3;
+  int64_t first_stage_minibatch_size = 256;
+  double first_stage_positive_balance_fraction = 0.5;
+  double first_stage_nms_score_threshold = 0.0;
+  double first_stage_nms_iou_threshold = 0.7;
+  int64_t first_stage_pre_nms_top_k = 0;
+  int64_t first_stage_max_proposals = 300;
+  double first_stage_localization_loss_weight = 2.0;
+  double first_stage_objectness_loss_weight = 1.0;
+  std::vector<double> first_stage_box_coder_scales = {10, 10, 5, 5};
+  int64_t second_stage_batch_size = 64;
+  double second_stage_balance_fraction = 0.25;
+  double second_stage_matched_threshold = 0.5;
+  bool second_stage_add_groundtruth_proposals = false;
+  std::vector<double> second_stage_box_coder_scales = {10, 10, 5, 5};
+  std::string second_stage_classification_loss = "softmax";  // softmax | sigmoid
+  bool share_box_across_classes = false;
+  double second_stage_localization_loss_weight = 2.0;
+  double second_stage_classification_loss_weight = 1.0;
+  double second_stage_mask_loss_weight = 1.0;
+  int64_t second_stage_max_detections_per_class = 100;
+  int64_t hard_example_miner_num_examples = 0;  // 0: off (second-stage sampling instead)
+  double hard_example_miner_iou_threshold = 0.7;
+  int64_t representation_size = 1024;
+  int64_t box_pool_size = 7;
+  int64_t mask_pool_size = 14;
+  double mask_threshold = 0.5;
+  bool output_detection_features = false;
 };
 
 struct ModelConfig {
-  std::string type = "retinanet";     // retinanet | efficientdet
+  std::string type = "retinanet";     // retinanet | efficientdet | faster_rcnn | mask_rcnn | deeplabv3plus | deeplabv3
   int64_t num_classes = 0;
   std::string backbone = "resnet50";
   std::string efficientdet = "d0";    // d0..d7 when type is efficientdet
@@ -52,6 +117,8 @@ struct ModelConfig {
   double box_loss_weight = 50.0;
   std::vector<double> pixel_mean = {0.485, 0.456, 0.406};
   std::vector<double> pixel_std = {0.229, 0.224, 0.225};
+  DeepLabConfig deeplab;              // model.deeplab.*
+  FasterRcnnConfig faster_rcnn;       // model.faster_rcnn.*
 };
 
 struct PostprocessConfig {

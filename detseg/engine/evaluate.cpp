@@ -3,12 +3,14 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
+#include <cmath>
 #include <cstdio>
 #include <set>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/eval/rle.h"
 #include "detseg/dist/process_group.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/io/metrics_jsonl.h"
@@ -40,8 +42,11 @@ bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& d
   nlohmann::json mine = {{"images", std::vector<int64_t>(images.begin(), images.end())},
                          {"batches", batches}, {"losses", nlohmann::json::array()}, {"dets", nlohmann::json::array()}};
   for (auto& [name, sum] : loss_sums) mine["losses"].push_back({name, sum});
-  for (const auto& d : detections)
+  for (const auto& d : detections) {
     mine["dets"].push_back({d.image_id, d.category_id, d.bbox[0], d.bbox[1], d.bbox[2], d.bbox[3], d.score});
+    const CocoRle& rle = d.segmentation.rle;
+    if (d.segmentation.kind == CocoSegmentation::kRle) mine["dets"].back().push_back({rle.height, rle.width, rle_to_string(rle)});
+  }
   std::vector<std::string> all = group.all_gather_bytes(mine.dump());
   if (group.rank() != 0) return false;
   detections.clear();
@@ -61,6 +66,10 @@ bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& d
       a.category_id = d[1].get<int64_t>();
       for (int k = 0; k < 4; ++k) a.bbox[k] = d[2 + k].get<double>();
       a.score = d[6].get<double>();
+      if (d.size() > 7) {
+        a.segmentation.kind = CocoSegmentation::kRle;
+        a.segmentation.rle = rle_from_string(d[7][2].get<std::string>(), d[7][0].get<int64_t>(), d[7][1].get<int64_t>());
+      }
       detections.push_back(a);
     }
     batches += shard["batches"].get<int64_t>();
@@ -77,7 +86,7 @@ bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& d
 DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model, dist::ProcessGroup* group) {
   torch::NoGradGuard no_grad;
   model.eval();
-  auto dataset = make_detection_dataset(config.eval_input, /*training=*/false);
+  auto dataset = make_detection_dataset(config.eval_input, /*training=*/false, uses_instance_masks(config.model));
   LoaderOptions options =
       make_loader_options(config, config.eval_input, /*training=*/false, config.eval.batch_size, model.input_size());
   const bool sharded = group != nullptr && group->world_size() > 1;
@@ -116,6 +125,12 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
         a.category_id = dataset->label_to_category_id(classes[i].item<int64_t>());
         for (int k = 0; k < 4; ++k) a.bbox[k] = xywh[i][k].item<double>();
         a.score = scores[i].item<double>();
+        if (d.masks.defined()) {
+          // Instance masks [N, H, W] in the original image: RLE for segm evaluation.
+          at::Tensor mask = d.masks[i].to(at::kByte).contiguous();
+          a.segmentation.kind = CocoSegmentation::kRle;
+          a.segmentation.rle = rle_encode_row_major(mask.data_ptr<uint8_t>(), mask.size(0), mask.size(1));
+        }
         result.detections.push_back(a);
       }
     }
@@ -135,6 +150,12 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
   params.image_ids.assign(evaluated_images.begin(), evaluated_images.end());
   params.use_categories = !config.eval.class_agnostic;
   result.coco = coco_evaluate(gt, dt, params);
+  if (uses_instance_masks(config.model)) {
+    CocoEvalParams segm_params = params;
+    segm_params.iou_type = CocoIouType::kSegm;
+    result.has_segm = true;
+    result.segm = coco_evaluate(gt, coco_results_from(result.detections, gt, /*box_mode=*/false), segm_params);
+  }
   for (int64_t id : result.coco.params.category_ids) {
     auto it = gt.category_index.find(id);
     result.category_names.push_back(it == gt.category_index.end() ? std::to_string(id)
@@ -150,7 +171,16 @@ std::string eval_result_json(const DetectionEvalResult& r) {
     std::snprintf(buf, sizeof(buf), "%.17g", r.coco.stats[i]);
     out += (i ? ", " : "") + std::string(buf);
   }
-  out += "],\n  \"per_category_ap\": {";
+  out += "]";
+  if (r.has_segm) {
+    out += ",\n  \"segm_stats\": [";
+    for (size_t i = 0; i < r.segm.stats.size(); ++i) {
+      std::snprintf(buf, sizeof(buf), "%.17g", r.segm.stats[i]);
+      out += (i ? ", " : "") + std::string(buf);
+    }
+    out += "]";
+  }
+  out += ",\n  \"per_category_ap\": {";
   for (size_t k = 0; k < r.coco.per_category_ap.size() && k < r.category_names.size(); ++k) {
     std::snprintf(buf, sizeof(buf), "%.17g", r.coco.per_category_ap[k]);
     out += str(k ? ", " : "", "\"", r.category_names[k], "\": ", buf);
@@ -165,6 +195,7 @@ std::string eval_result_json(const DetectionEvalResult& r) {
 
 std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
   std::string out = coco_summary_text(r.coco);
+  if (r.has_segm) out += " segm (instance masks):\n" + coco_summary_text(r.segm);
   for (auto& [name, value] : r.losses) out += str(" eval ", name, " = ", value, "\n");
   if (per_class) {
     out += "\n category                       AP\n";
@@ -177,24 +208,180 @@ std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
   return out;
 }
 
+std::shared_ptr<SegmenterImpl> load_segmenter(const PipelineConfig& config, const std::string& checkpoint,
+                                              int64_t* step) {
+  auto model = build_segmenter(config);
+  int64_t loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
+  if (step) *step = loaded_step;
+  model->eval();
+  return model;
+}
+
+SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, SegmenterImpl& model,
+                                          dist::ProcessGroup* group) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const InputData data = make_input_data(config, config.eval_input, /*training=*/false);
+  LoaderOptions options =
+      make_loader_options(config, config.eval_input, /*training=*/false, config.eval.batch_size, model.input_size());
+  const bool sharded = group != nullptr && group->world_size() > 1;
+  if (sharded) {
+    options.rank = group->rank();
+    options.world_size = group->world_size();
+  }
+  Loader loader(data.size, data.load, options);
+  // A sharded loader pads each shard by wrapping around: position k of rank r is a repeat when
+  // k * world + r reaches the number of images, and is left out of the metrics.
+  const int64_t total_images = (data.size + options.sample_1_of_n - 1) / options.sample_1_of_n;
+  const int64_t ignore = config.model.deeplab.ignore_label;
+  ConfusionMatrix matrix(model.num_classes(), kIgnoreLabel);
+  SegmentationEvalResult result;
+  result.class_names = data.class_names;
+  std::vector<double> loss_sums;
+  std::vector<std::string> loss_names;
+  int64_t batches = 0, position = 0;
+  Batch batch;
+  while (loader.next(batch)) {
+    auto [losses, maps] = model.losses_and_segment(batch);
+    std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
+    for (auto& [name, value] : losses.parts) values.push_back({name, value.item<double>()});
+    if (loss_sums.empty()) {
+      loss_sums.assign(values.size(), 0.0);
+      for (auto& v : values) loss_names.push_back(v.first);
+    }
+    for (size_t i = 0; i < values.size() && i < loss_sums.size(); ++i) loss_sums[i] += values[i].second;
+    ++batches;
+    for (int64_t b = 0; b < batch.size(); ++b, ++position) {
+      if (position * options.world_size + options.rank >= total_images) continue;
+      const int64_t h = batch.original_sizes[b][0].item<int64_t>(), w = batch.original_sizes[b][1].item<int64_t>();
+      DETSEG_CHECK(batch.image_sizes[b][0].item<int64_t>() == h && batch.image_sizes[b][1].item<int64_t>() == w,
+                   "segmentation evaluation: image ", batch.image_ids[static_cast<size_t>(b)],
+                   " was resized; evaluation runs at full resolution");
+      at::Tensor gt = batch.label_maps[b].slice(0, 0, h).slice(1, 0, w);
+      if (ignore != kIgnoreLabel) gt = gt.masked_fill(gt == ignore, kIgnoreLabel);
+      gt = gt.to(at::kInt).contiguous();
+      const at::Tensor pred = maps[static_cast<size_t>(b)].to(at::kInt).contiguous();
+      matrix.add(gt.data_ptr<int32_t>(), pred.data_ptr<int32_t>(), h * w);
+      ++result.num_images;
+    }
+  }
+  if (sharded) {
+    nlohmann::json mine = {{"counts", matrix.counts}, {"losses", loss_sums}, {"batches", batches},
+                           {"images", result.num_images}};
+    std::vector<std::string> all = group->all_gather_bytes(mine.dump());
+    if (group->rank() == 0) {
+      matrix.reset();
+      std::fill(loss_sums.begin(), loss_sums.end(), 0.0);
+      batches = 0;
+      result.num_images = 0;
+      for (const std::string& bytes : all) {
+        const nlohmann::json shard = nlohmann::json::parse(bytes);
+        const auto counts = shard["counts"].get<std::vector<int64_t>>();
+        for (size_t i = 0; i < counts.size() && i < matrix.counts.size(); ++i) matrix.counts[i] += counts[i];
+        const auto losses = shard["losses"].get<std::vector<double>>();
+        for (size_t i = 0; i < losses.size() && i < loss_sums.size(); ++i) loss_sums[i] += losses[i];
+        batches += shard["batches"].get<int64_t>();
+        result.num_images += shard["images"].get<int64_t>();
+      }
+    }
+  }
+  for (size_t i = 0; i < loss_sums.size(); ++i)
+    result.losses.push_back({loss_names[i], batches ? loss_sums[i] / static_cast<double>(batches) : 0.0});
+  result.metrics = seg_metrics(matrix);
+  return result;
+}
+
+namespace {
+
+nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+std::string seg_eval_result_json(const SegmentationEvalResult& r) {
+  const SegMetrics& m = r.metrics;
+  nlohmann::json j = {{"step", r.step},
+                      {"num_images", r.num_images},
+                      {"mIoU", number_or_null(m.mean_iou)},
+                      {"pixel_accuracy", number_or_null(m.pixel_accuracy)},
+                      {"mean_accuracy", number_or_null(m.mean_accuracy)},
+                      {"fwIoU", number_or_null(m.frequency_weighted_iou)},
+                      {"per_class_iou", nlohmann::json::object()},
+                      {"losses", nlohmann::json::object()}};
+  for (size_t c = 0; c < m.iou.size(); ++c)
+    j["per_class_iou"][c < r.class_names.size() ? r.class_names[c] : std::to_string(c)] = number_or_null(m.iou[c]);
+  for (auto& [name, value] : r.losses) j["losses"][name] = value;
+  return j.dump(2) + "\n";
+}
+
+std::string seg_eval_result_text(const SegmentationEvalResult& r) {
+  std::string out = seg_metrics_text(r.metrics, r.class_names);
+  for (auto& [name, value] : r.losses) out += str(" eval ", name, " = ", value, "\n");
+  return out;
+}
+
+EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_t step, dist::ProcessGroup* group,
+                          bool per_class) {
+  EvalReport report;
+  report.step = step;
+  report.main_process = group == nullptr || group->world_size() <= 1 || group->rank() == 0;
+  if (auto* segmenter = dynamic_cast<SegmenterImpl*>(&model)) {
+    SegmentationEvalResult r = evaluate_segmenter(config, *segmenter, group);
+    r.step = step;
+    report.num_images = r.num_images;
+    if (!report.main_process) return report;
+    report.text = seg_eval_result_text(r);
+    report.json = seg_eval_result_json(r);
+    report.scalars = {{"mIoU", r.metrics.mean_iou},
+                      {"pixel_accuracy", r.metrics.pixel_accuracy},
+                      {"mean_accuracy", r.metrics.mean_accuracy},
+                      {"fwIoU", r.metrics.frequency_weighted_iou}};
+    for (auto& l : r.losses) report.scalars.push_back(l);
+    return report;
+  }
+  auto* detector = dynamic_cast<DetectorImpl*>(&model);
+  DETSEG_CHECK(detector != nullptr, "evaluate_model: model is neither a detector nor a segmenter");
+  DetectionEvalResult r = evaluate_detector(config, *detector, group);
+  r.step = step;
+  report.num_images = r.num_images;
+  if (!report.main_process) return report;
+  report.text = eval_result_text(r, per_class);
+  report.json = eval_result_json(r);
+  static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
+                                  "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
+  for (int i = 0; i < 12; ++i) report.scalars.push_back({names[i], r.coco.stats[i]});
+  if (r.has_segm)
+    for (int i = 0; i < 12; ++i) report.scalars.push_back({std::string("segm_") + names[i], r.segm.stats[i]});
+  for (auto& l : r.losses) report.scalars.push_back(l);
+  return report;
+}
+
+EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& checkpoint, dist::ProcessGroup* group,
+                               bool per_class) {
+  int64_t step = 0;
+  std::shared_ptr<ModelImpl> model;
+  if (is_segmentation_model(config)) {
+    model = load_segmenter(config, checkpoint, &step);
+  } else {
+    model = load_detector(config, checkpoint, &step);
+  }
+  return evaluate_model(config, *model, step, group, per_class);
+}
+
 EvalRecorder::EvalRecorder(const std::string& eval_dir)
     : dir_(eval_dir), metrics_(std::make_unique<MetricsJsonlWriter>(eval_dir + "/metrics.jsonl")),
       events_(std::make_unique<EventWriter>(eval_dir)) {}
 
 EvalRecorder::~EvalRecorder() = default;
 
-void EvalRecorder::write(const DetectionEvalResult& result) {
-  write_file_atomic(str(dir_, "/eval-", result.step, ".json"), eval_result_json(result));
+void EvalRecorder::write(const EvalReport& report) {
+  write_file_atomic(str(dir_, "/eval-", report.step, ".json"), report.json);
   MetricsRecord record;
-  record.step = result.step;
+  record.step = report.step;
   record.time = unix_time_now();
   record.split = "eval";
-  static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
-                                  "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
-  for (int i = 0; i < 12; ++i) record.values.push_back({names[i], result.coco.stats[i]});
-  for (auto& l : result.losses) record.values.push_back(l);
+  record.values = report.scalars;
   metrics_->write(record);
-  for (auto& [name, value] : record.values) events_->add_scalar(name, value, result.step);
+  for (auto& [name, value] : record.values) events_->add_scalar(name, value, report.step);
   events_->flush();
 }
 
@@ -210,19 +397,15 @@ void evaluate_continuously(const PipelineConfig& config, const std::string& chec
   // The watcher hands out each new latest checkpoint once; older ones written meanwhile are
   // skipped, since the trainer's keep-N may delete them any moment.
   while (std::optional<std::string> path = watcher.next()) {
-    DetectionEvalResult result;
+    EvalReport result;
     try {
-      int64_t step = 0;
-      auto model = load_detector(config, *path, &step);
-      result = evaluate_detector(config, *model);
-      result.step = step;
+      result = evaluate_checkpoint(config, *path, nullptr, /*per_class=*/false);
     } catch (const Error& e) {
       // A checkpoint deleted by the trainer between listing and reading is not fatal.
       if (!file_exists(*path)) continue;
       throw;
     }
-    std::printf("checkpoint step %lld\n%s", static_cast<long long>(result.step),
-                eval_result_text(result, false).c_str());
+    std::printf("checkpoint step %lld\n%s", static_cast<long long>(result.step), result.text.c_str());
     std::fflush(stdout);
     recorder.write(result);
     if (result.step >= config.train.num_steps) {

@@ -64,21 +64,22 @@ class Progress {
 
 }  // namespace
 
-TrainResult train_detector(const PipelineConfig& config, const std::string& model_dir) {
+TrainResult train_model(const PipelineConfig& config, const std::string& model_dir) {
   const TrainConfig& t = config.train;
   make_directories(model_dir);
   dist::DataParallel dp(t.distributed);  // one process unless torchrun's variables say otherwise
   if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
   at::manual_seed(static_cast<uint64_t>(t.seed));
 
-  auto dataset = make_detection_dataset(config.train_input, /*training=*/true);
-  DETSEG_CONFIG_CHECK(dataset->num_classes() == config.model.num_classes, location(config.source),
+  const InputData data = make_input_data(config, config.train_input, /*training=*/true);
+  DETSEG_CONFIG_CHECK(data.num_classes == config.model.num_classes, location(config.source),
                       "model.num_classes is ", config.model.num_classes, " but ", config.train_input.annotations,
-                      " defines ", dataset->num_classes(), " categories");
-  auto model = build_detector(config);
+                      " defines ", data.num_classes, " categories");
+  auto model = build_model(config);
   model->train();
 
-  const OptimizerOptions& opt_options = t.optimizer;
+  OptimizerOptions opt_options = t.optimizer;
+  for (const auto& m : model_gradient_multipliers(config)) opt_options.multipliers.push_back(m);
   ParameterSelection params = select_parameters(*model, opt_options);
   Schedule schedule = resolve_schedule(schedule_options(t, dp.world_size()));
   TrainOptimizer optimizer = build_optimizer(params, opt_options, learning_rate_at(schedule, 0));
@@ -98,7 +99,9 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     resumed_from = *latest;
     log_info("resumed from ", *latest, " at step ", step);
   } else {
-    const FineTuneOptions& ft = t.fine_tune;
+    FineTuneOptions ft = t.fine_tune;
+    if (std::string extra = model_fine_tune_exclude(config); !extra.empty())
+      ft.exclude_pattern = ft.exclude_pattern.empty() ? extra : "(" + ft.exclude_pattern + ")|" + extra;
     if (should_fine_tune(ft, model_dir)) {
       FineTuneSummary summary = fine_tune_from_checkpoint(*model, ft);
       log_info("fine-tune from ", ft.checkpoint, ":\n", summary.to_string());
@@ -112,8 +115,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
 
   // Class names travel with the weights so `detseg predict` needs no annotation file.
   nlohmann::json meta = {{"model", config.model.type}, {"detseg", DETSEG_VERSION},
-                         {"class_names", dataset->class_names()}, {"category_ids", nlohmann::json::array()}};
-  for (int64_t k = 0; k < dataset->num_classes(); ++k) meta["category_ids"].push_back(dataset->label_to_category_id(k));
+                         {"class_names", data.class_names}, {"category_ids", data.category_ids}};
   const std::string metadata = meta.dump();
   auto save = [&](int64_t at_step) {
     return checkpoints.save(capture_training_state(at_step, *model, optimizer.optimizer.get(), ema.get(),
@@ -136,8 +138,8 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
   loader_options.rank = dp.rank();
   loader_options.world_size = dp.world_size();
   if (!resumed_from.empty())
-    loader_options.start_batch = dist::resume_start_batch(resumed_from, step, dataset->size(), loader_options);
-  Loader loader(dataset->size(), [dataset](int64_t i) { return dataset->get(i); }, loader_options);
+    loader_options.start_batch = dist::resume_start_batch(resumed_from, step, data.size, loader_options);
+  Loader loader(data.size, data.load, loader_options);
 
   std::unique_ptr<MetricsJsonlWriter> metrics;  // only rank 0 writes logs and summaries
   std::unique_ptr<EventWriter> events;
@@ -157,17 +159,19 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     if (dp.is_main()) eval_recorder = std::make_unique<EvalRecorder>(model_dir + "/eval");
     periodic_eval = [&](int64_t at_step) {
       const NamedTensors rng = rng_states();
-      DetectionEvalResult evaluation;
+      EvalReport evaluation;
       {
         EmaScope averages(ema.get(), *model);
-        evaluation = evaluate_detector(config, *model, dp.group());
+        evaluation = evaluate_model(config, *model, at_step, dp.group(), /*per_class=*/false);
       }
       model->train();
       restore_rng_states(rng);
-      evaluation.step = at_step;
       if (!eval_recorder) return;
       eval_recorder->write(evaluation);
-      log_info("evaluation at step ", at_step, ": AP ", evaluation.coco.stats[0], " AP50 ", evaluation.coco.stats[1]);
+      std::string headline;
+      for (size_t i = 0; i < evaluation.scalars.size() && i < 2; ++i)
+        headline += str(" ", evaluation.scalars[i].first, " ", evaluation.scalars[i].second);
+      log_info("evaluation at step ", at_step, ":", headline);
     };
   }
   Progress progress(step, t.num_steps);
@@ -183,6 +187,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     const double lr = learning_rate_at(schedule, step);
     optimizer.set_learning_rate(lr);
     optimizer.optimizer->zero_grad();
+    model->set_step(step);
     ModelLosses losses = model->losses(batch);
     at::Tensor l2 = l2_regularization_loss(params, opt_options.l2_weight);
     at::Tensor total = losses.total + l2;

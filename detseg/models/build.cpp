@@ -4,7 +4,12 @@
 
 #include "detseg/core/error.h"
 #include "detseg/models/efficientdet_network.h"
+#include "detseg/models/deeplab_network.h"
+#include "detseg/models/meta_archs/faster_rcnn.h"
 #include "detseg/models/meta_archs/dense_detector.h"
+#include "detseg/models/meta_archs/semantic_segmenter.h"
+#include "detseg/train/name_pattern.h"
+#include "detseg/train/optimizer.h"
 #include "detseg/models/retinanet_network.h"
 
 namespace detseg {
@@ -34,23 +39,134 @@ DenseDetectorOptions dense_options(const PipelineConfig& config) {
   return o;
 }
 
-int64_t resnet_depth(const std::string& backbone) {
+int64_t resnet_depth(const std::string& backbone, const std::string& source) {
   if (backbone.rfind("resnet", 0) == 0) return std::stoll(backbone.substr(6));
-  throw ConfigError(location(backbone) + "model.backbone: RetinaNet takes a ResNet (resnet18/34/50/101), got " +
+  throw ConfigError(location(source) + "model.backbone: RetinaNet and Faster R-CNN take a ResNet (resnet18/34/50/101), got " +
                     backbone);
+}
+
+std::array<double, 4> four(const std::vector<double>& v) { return {v.at(0), v.at(1), v.at(2), v.at(3)}; }
+
+std::shared_ptr<DetectorImpl> build_faster_rcnn(const PipelineConfig& config) {
+  const ModelConfig& m = config.model;
+  const FasterRcnnConfig& f = m.faster_rcnn;
+  FasterRcnnOptions o;
+  o.num_classes = m.num_classes;
+  o.image_size = m.image_size;
+  o.number_of_stages = f.number_of_stages;
+  o.anchor_sizes = f.first_stage_anchor_sizes;
+  o.anchor_scales = f.first_stage_anchor_scales;
+  o.anchor_aspect_ratios = f.first_stage_anchor_aspect_ratios;
+  o.clip_anchors_to_image = f.first_stage_clip_anchors_to_image;
+  o.first_stage_matched_threshold = f.first_stage_matched_threshold;
+  o.first_stage_unmatched_threshold = f.first_stage_unmatched_threshold;
+  o.first_stage_minibatch_size = f.first_stage_minibatch_size;
+  o.first_stage_positive_balance_fraction = f.first_stage_positive_balance_fraction;
+  o.first_stage_nms_score_threshold = f.first_stage_nms_score_threshold;
+  o.first_stage_nms_iou_threshold = f.first_stage_nms_iou_threshold;
+  o.first_stage_pre_nms_top_k = f.first_stage_pre_nms_top_k;
+  o.first_stage_max_proposals = f.first_stage_max_proposals;
+  o.first_stage_localization_loss_weight = f.first_stage_localization_loss_weight;
+  o.first_stage_objectness_loss_weight = f.first_stage_objectness_loss_weight;
+  o.first_stage_box_coder_scales = four(f.first_stage_box_coder_scales);
+  o.second_stage_batch_size = f.second_stage_batch_size;
+  o.second_stage_balance_fraction = f.second_stage_balance_fraction;
+  o.second_stage_matched_threshold = f.second_stage_matched_threshold;
+  o.second_stage_add_groundtruth_proposals = f.second_stage_add_groundtruth_proposals;
+  o.second_stage_box_coder_scales = four(f.second_stage_box_coder_scales);
+  o.second_stage_sigmoid = f.second_stage_classification_loss == "sigmoid";
+  o.second_stage_localization_loss_weight = f.second_stage_localization_loss_weight;
+  o.second_stage_classification_loss_weight = f.second_stage_classification_loss_weight;
+  o.second_stage_mask_loss_weight = f.second_stage_mask_loss_weight;
+  o.second_stage_score_threshold = config.postprocess.score_threshold;
+  o.second_stage_nms_iou_threshold = config.postprocess.nms_iou_threshold;
+  o.second_stage_max_detections_per_class = f.second_stage_max_detections_per_class;
+  o.second_stage_max_total_detections = config.postprocess.max_detections_per_image;
+  if (f.hard_example_miner_num_examples > 0) {
+    HardExampleMinerOptions miner;
+    miner.num_hard_examples = f.hard_example_miner_num_examples;
+    miner.iou_threshold = f.hard_example_miner_iou_threshold;
+    o.hard_example_miner = miner;
+  }
+  o.output_detection_features = f.output_detection_features;
+  o.mask_threshold = f.mask_threshold;
+  FasterRcnnNetworkOptions net(m.num_classes);
+  net.depth(resnet_depth(m.backbone, config.source))
+      .frozen_bn(m.frozen_batch_norm)
+      .frozen_stages(5 - m.trainable_backbone_stages)
+      .fpn_channels(m.fpn_channels)
+      .rpn_kernel_size(f.first_stage_box_predictor_kernel_size)
+      .rpn_depth(f.first_stage_box_predictor_depth)
+      .rpn_atrous_rate(f.first_stage_atrous_rate)
+      .representation_size(f.representation_size)
+      .box_pool_size(f.box_pool_size)
+      .share_box_across_classes(f.share_box_across_classes)
+      .masks(m.type == "mask_rcnn")
+      .mask_pool_size(f.mask_pool_size);
+  return std::make_shared<FasterRcnnImpl>(o, net);
 }
 
 }  // namespace
 
+bool is_segmentation_model(const PipelineConfig& config) {
+  return config.model.type == "deeplabv3plus" || config.model.type == "deeplabv3";
+}
+
+std::shared_ptr<SegmenterImpl> build_segmenter(const PipelineConfig& config) {
+  const ModelConfig& m = config.model;
+  const DeepLabConfig& d = m.deeplab;
+  DETSEG_CONFIG_CHECK(is_segmentation_model(config), location(config.source), "model.type: ", m.type,
+                      " is not a segmentation model (deeplabv3plus, deeplabv3)");
+  DeepLabNetworkOptions net(m.num_classes);
+  net.backbone(m.backbone)
+      .output_stride(d.output_stride)
+      .decoder(m.type == "deeplabv3plus" && d.low_level_channels > 0)
+      .frozen_bn(m.frozen_batch_norm)
+      .aspp_channels(d.aspp_channels)
+      .aspp_dropout(d.aspp_dropout)
+      .image_pooling(d.image_pooling)
+      .low_level_channels(d.low_level_channels)
+      .decoder_channels(d.decoder_channels);
+  SemanticSegmenterOptions o;
+  o.num_classes = m.num_classes;
+  o.crop_size = d.crop_size;
+  o.loss.ignore_label(d.ignore_label)
+      .loss_weight(d.loss_weight)
+      .upsample_logits(d.upsample_logits)
+      .top_k_percent_pixels(d.top_k_percent_pixels)
+      .hard_example_mining_step(d.hard_example_mining_step);
+  o.eval_scales = d.eval_scales;
+  o.eval_flip = d.eval_flip;
+  return std::make_shared<SemanticSegmenterImpl>(o, DeepLabNetwork(net));
+}
+
+std::shared_ptr<ModelImpl> build_model(const PipelineConfig& config) {
+  if (is_segmentation_model(config)) return build_segmenter(config);
+  return build_detector(config);
+}
+
+std::vector<GradientMultiplier> model_gradient_multipliers(const PipelineConfig& config) {
+  if (!is_segmentation_model(config) || !config.model.deeplab.gradient_multipliers) return {};
+  return deeplab_gradient_multipliers(config.model.deeplab.last_layers, config.model.deeplab.last_layer_gradient_multiplier);
+}
+
+std::string model_fine_tune_exclude(const PipelineConfig& config) {
+  if (!is_segmentation_model(config) || config.model.deeplab.initialize_last_layer) return "";
+  std::string out;
+  for (const auto& layer : config.model.deeplab.last_layers) out += (out.empty() ? "" : "|") + escape_regex(layer);
+  return out;
+}
+
 std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
+  if (m.type == "faster_rcnn" || m.type == "mask_rcnn") return build_faster_rcnn(config);
   DenseDetectorOptions options = dense_options(config);
   const int64_t num_anchors = m.num_scales * static_cast<int64_t>(m.aspect_ratios.size());
   DETSEG_CONFIG_CHECK(m.min_level == 3 && m.max_level == 7, location(config.source),
                       "model.min_level/max_level: the RetinaNet and EfficientDet networks produce P3-P7");
   if (m.type == "retinanet") {
     RetinaNetNetworkOptions net_options(m.num_classes);
-    net_options.depth(resnet_depth(m.backbone))
+    net_options.depth(resnet_depth(m.backbone, config.source))
         .frozen_bn(m.frozen_batch_norm)
         .frozen_stages(5 - m.trainable_backbone_stages)
         .fpn_channels(m.fpn_channels)

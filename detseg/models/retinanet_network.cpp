@@ -5,16 +5,18 @@
 
 namespace detseg {
 
-ResNetFpnImpl::ResNetFpnImpl(const RetinaNetNetworkOptions& options) {
-  body = register_module("body", ResNet(ResNetOptions(options.depth())
-                                            .frozen_bn(options.frozen_bn())
-                                            .frozen_stages(options.frozen_stages())
-                                            .returned_layers({2, 3, 4})));
+ResNetFpnImpl::ResNetFpnImpl(const RetinaNetNetworkOptions& options)
+    : ResNetFpnImpl(ResNetOptions(options.depth())
+                        .frozen_bn(options.frozen_bn())
+                        .frozen_stages(options.frozen_stages())
+                        .returned_layers({2, 3, 4}),
+                    FpnOptions({}, options.fpn_channels()).extra_p6p7(true).p6_from_p5(options.p6_from_p5())) {}
+
+ResNetFpnImpl::ResNetFpnImpl(const ResNetOptions& body_options, FpnOptions fpn_options) {
+  body = register_module("body", ResNet(body_options));
   std::vector<int64_t> in_channels;
   for (const auto& spec : body->feature_specs()) in_channels.push_back(spec.channels);
-  fpn = register_module("fpn", Fpn(FpnOptions(in_channels, options.fpn_channels())
-                                       .extra_p6p7(true)
-                                       .p6_from_p5(options.p6_from_p5())));
+  fpn = register_module("fpn", Fpn(fpn_options.in_channels(in_channels)));
 }
 
 std::vector<at::Tensor> ResNetFpnImpl::forward(const at::Tensor& images) {

@@ -30,7 +30,9 @@ struct RetinaNetNetworkOptions {
 class ResNetFpnImpl : public torch::nn::Module {
  public:
   explicit ResNetFpnImpl(const RetinaNetNetworkOptions& options);
-  std::vector<at::Tensor> forward(const at::Tensor& images);  // -> P3..P7
+  // Any ResNet and FPN; fpn.in_channels is taken from the body's returned layers.
+  ResNetFpnImpl(const ResNetOptions& body_options, FpnOptions fpn_options);
+  std::vector<at::Tensor> forward(const at::Tensor& images);  // -> P3..P7 (RetinaNet)
 
   ResNet body{nullptr};
   Fpn fpn{nullptr};

@@ -37,4 +37,18 @@ void draw_boxes(cv::Mat& image, const std::vector<DrawnBox>& boxes) {
   }
 }
 
+void draw_masks(cv::Mat& image, const std::vector<DrawnMask>& masks, double alpha) {
+  for (const DrawnMask& m : masks) {
+    if (m.mask.empty() || m.mask.size() != image.size()) continue;
+    const cv::Scalar color = label_color(m.label);
+    cv::Mat tinted(image.size(), image.type(), color);
+    cv::Mat blended;
+    cv::addWeighted(image, 1.0 - alpha, tinted, alpha, 0.0, blended);
+    blended.copyTo(image, m.mask);
+    std::vector<std::vector<cv::Point>> contours;
+    cv::findContours(m.mask.clone(), contours, cv::RETR_EXTERNAL, cv::CHAIN_APPROX_SIMPLE);
+    cv::drawContours(image, contours, -1, color, 1, cv::LINE_AA);
+  }
+}
+
 }  // namespace detseg

@@ -119,12 +119,12 @@ TEST(Engine, ResumeIsExact) {
   const fs::path straight = workdir() / "straight", split = workdir() / "split";
   fs::remove_all(straight);
   fs::remove_all(split);
-  detseg::TrainResult a = detseg::train_detector(make_config(), straight.string());
+  detseg::TrainResult a = detseg::train_model(make_config(), straight.string());
   ASSERT_EQ(a.step, 4);
   // Stop after 2 steps, then a new run on the same model dir resumes from ckpt-2.
-  detseg::TrainResult b1 = detseg::train_detector(make_config({"train.num_steps=2"}), split.string());
+  detseg::TrainResult b1 = detseg::train_model(make_config({"train.num_steps=2"}), split.string());
   ASSERT_EQ(b1.step, 2);
-  detseg::TrainResult b2 = detseg::train_detector(make_config(), split.string());
+  detseg::TrainResult b2 = detseg::train_model(make_config(), split.string());
   ASSERT_EQ(b2.step, 4);
 
   detseg::Checkpoint ca = detseg::read_checkpoint((straight / "ckpt-4.dsckpt").string());
@@ -163,7 +163,7 @@ TEST(Engine, NonFiniteLossStopsWithStepAndLastGoodCheckpoint) {
                    "train.schedule.learning_rate=100", "train.schedule.warmup_steps=0", "train.moving_average_decay=0"});
   std::string message;
   try {
-    detseg::train_detector(config, dir.string());
+    detseg::train_model(config, dir.string());
   } catch (const detseg::Error& e) {
     message = e.what();
   }
@@ -190,7 +190,7 @@ TEST(Engine, NonFiniteLossStopsWithStepAndLastGoodCheckpoint) {
 TEST(Engine, EvaluatesEveryNStepsDuringTraining) {
   const fs::path dir = workdir() / "periodic";
   fs::remove_all(dir);
-  detseg::TrainResult r = detseg::train_detector(make_config({"eval.every_steps=2", "train.checkpoint_every=100"}),
+  detseg::TrainResult r = detseg::train_model(make_config({"eval.every_steps=2", "train.checkpoint_every=100"}),
                                                  dir.string());
   ASSERT_EQ(r.step, 4);
   // Evaluations at steps 2 and 4 land in model_dir/eval/ (JSONL, events, eval-<step>.json), the

@@ -1,4 +1,4 @@
-// Implements: torchvision's FeaturePyramidNetwork with LastLevelP6P7.
+// Implements: torchvision's FeaturePyramidNetwork with LastLevelP6P7 or LastLevelMaxPool.
 #include "detseg/models/necks/fpn.h"
 
 #include <ATen/ATen.h>
@@ -34,6 +34,8 @@ FpnImpl::FpnImpl(const FpnOptions& options_) : options(options_) {
   }
   register_module("inner_blocks", inner_blocks);
   register_module("layer_blocks", layer_blocks);
+  DETSEG_CONFIG_CHECK(!(options.extra_p6p7() && options.extra_max_pool()),
+                      "FPN: extra_p6p7 and extra_max_pool exclude each other");
   if (options.extra_p6p7()) {
     auto extra = std::make_shared<torch::nn::Module>("LastLevelP6P7");
     const int64_t p6_in = options.p6_from_p5() ? out : options.in_channels().back();
@@ -65,6 +67,7 @@ std::vector<at::Tensor> FpnImpl::forward(const std::vector<at::Tensor>& features
     results.push_back(p6_out);
     results.push_back(p7_out);
   }
+  if (options.extra_max_pool()) results.push_back(at::max_pool2d(results.back(), {1, 1}, {2, 2}));
   return results;
 }
 

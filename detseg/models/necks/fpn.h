@@ -1,5 +1,6 @@
-// Implements: torchvision's FeaturePyramidNetwork with LastLevelP6P7 (RetinaNet's P3-P7 neck);
-// keys match torchvision: inner_blocks.i.0.*, layer_blocks.i.0.*, extra_blocks.p6/p7.*.
+// Implements: torchvision's FeaturePyramidNetwork with LastLevelP6P7 (RetinaNet's P3-P7 neck) or
+// LastLevelMaxPool (Faster/Mask R-CNN's P2-P6 neck); keys match torchvision: inner_blocks.i.0.*,
+// layer_blocks.i.0.*, extra_blocks.p6/p7.*.
 #pragma once
 
 #include <torch/arg.h>
@@ -22,12 +23,15 @@ struct FpnOptions {
   // retinanet_resnet50_fpn, in_channels == out_channels), from C5 otherwise (the _v2 model).
   TORCH_ARG(bool, extra_p6p7) = true;
   TORCH_ARG(bool, p6_from_p5) = true;
+  // One more level by max-pooling the coarsest output (kernel 1, stride 2): torchvision's
+  // LastLevelMaxPool, the "pool" level of fasterrcnn_resnet50_fpn. Excludes extra_p6p7.
+  TORCH_ARG(bool, extra_max_pool) = false;
 };
 
 class FpnImpl : public torch::nn::Module {
  public:
   explicit FpnImpl(const FpnOptions& options);
-  // features: C_l maps finest first -> P_l maps finest first (+ P6, P7), all out_channels.
+  // features: C_l maps finest first -> P_l maps finest first (+ P6, P7 or the pooled level).
   std::vector<at::Tensor> forward(const std::vector<at::Tensor>& features);
 
   FpnOptions options;

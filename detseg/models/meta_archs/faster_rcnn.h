@@ -1,0 +1,139 @@
+// Implements: the Object Detection API's Faster R-CNN meta-architecture (faster_rcnn_meta_arch.py)
+// on our ops: 1, 2 or 3 stages and the Mask R-CNN head.
+//  - stage 1: RPN on grid anchors (one anchor grid per FPN level); training prunes anchors that leave
+//    the padded image (or clips them, by option), inference clips them; target assignment (0.7/0.3,
+//    forced match per box), a balanced minibatch (256, half positives), smooth-L1 and objectness
+//    losses normalised by the minibatch size; proposals by NMS up to first_stage_max_proposals with
+//    gradients stopped. With number_of_stages 1 the proposals are the (class-agnostic) detections.
+//  - stage 2: proposals sampled to second_stage_batch_size in training (unless the hard-example
+//    miner is on), RoI features, box classifier; softmax (or sigmoid) classification and smooth-L1
+//    on the target class only, each normalised by the image's number of valid proposals and
+//    averaged over the batch; multi-class NMS with a clip window at inference.
+//  - stage 3 (inference only; training runs 2): the mask head re-crops features at the final
+//    NMS'd boxes. Masks are trained on the sampled proposals against ground-truth masks
+//    crop_and_resized to each proposal (gradients stopped), sigmoid loss normalised by the mask
+//    pixels of the positives; predicted masks of the detected class are pasted into the image.
+// The objectness of the reference is a 2-class softmax over (background, object) logits; the
+// network here predicts one logit x per anchor (torchvision's layout), the same distribution as
+// the softmax of (0, x), so the loss is the same cross-entropy.
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "detseg/models/detector.h"
+#include "detseg/models/faster_rcnn_network.h"
+#include "detseg/ops/hard_example_miner.h"
+
+namespace detseg {
+
+struct FasterRcnnOptions {
+  int64_t num_classes = 1;
+  int64_t image_size = 512;
+  int64_t number_of_stages = 2;  // 1, 2 or 3 (3 runs as 2 in training)
+  // ---- first stage ----
+  std::vector<double> anchor_sizes{32, 64, 128, 256, 512};  // base size per pyramid level P2..P6
+  std::vector<double> anchor_scales{1.0};                   // multipliers of the base size
+  std::vector<double> anchor_aspect_ratios{2.0, 1.0, 0.5};  // width / height (torchvision's order)
+  bool clip_anchors_to_image = false;  // training: clip anchors to the image instead of pruning
+  double first_stage_matched_threshold = 0.7;
+  double first_stage_unmatched_threshold = 0.3;
+  int64_t first_stage_minibatch_size = 256;
+  double first_stage_positive_balance_fraction = 0.5;
+  double first_stage_nms_score_threshold = 0.0;
+  double first_stage_nms_iou_threshold = 0.7;
+  int64_t first_stage_pre_nms_top_k = 0;  // 0: NMS over every anchor, as the reference
+  int64_t first_stage_max_proposals = 300;
+  double first_stage_localization_loss_weight = 2.0;
+  double first_stage_objectness_loss_weight = 1.0;
+  std::array<double, 4> first_stage_box_coder_scales{10, 10, 5, 5};  // (y, x, h, w)
+  // ---- second stage ----
+  int64_t second_stage_batch_size = 64;
+  double second_stage_balance_fraction = 0.25;
+  double second_stage_matched_threshold = 0.5;
+  bool second_stage_add_groundtruth_proposals = false;  // torchvision adds them; the reference not
+  std::array<double, 4> second_stage_box_coder_scales{10, 10, 5, 5};
+  bool second_stage_sigmoid = false;  // sigmoid classification loss and scores instead of softmax
+  double second_stage_localization_loss_weight = 2.0;
+  double second_stage_classification_loss_weight = 1.0;
+  double second_stage_mask_loss_weight = 1.0;
+  double second_stage_score_threshold = 0.05;
+  double second_stage_nms_iou_threshold = 0.5;
+  int64_t second_stage_max_detections_per_class = 100;
+  int64_t second_stage_max_total_detections = 100;
+  std::optional<HardExampleMinerOptions> hard_example_miner;  // set: no second-stage sampling
+  bool output_detection_features = false;  // Boxes field "features": mean-pooled RoI features
+  double mask_threshold = 0.5;             // pasted mask probability -> binary mask
+};
+
+// Everything one forward pass predicts, batched with static shapes; P = max_num_proposals().
+// Padded proposal rows are zero boxes, and their second-stage rows are zero.
+struct FasterRcnnPredictions {
+  std::vector<at::Tensor> features;  // P2..P6
+  at::Tensor anchors;                // [A, 4] every anchor, network output order
+  at::Tensor rpn_objectness;         // [B, A] object logit (softmax of (0, x))
+  at::Tensor rpn_box_encodings;      // [B, A, 4] (ty, tx, th, tw), coder scales applied
+  at::Tensor anchor_indices;         // [A'] anchors used this pass (pruned in training)
+  at::Tensor raw_proposal_boxes;     // [B, A', 4] decoded before NMS (network-input pixels)
+  at::Tensor raw_proposal_scores;    // [B, A'] objectness probabilities before NMS
+  at::Tensor proposal_boxes;         // [B, P, 4] absolute network-input pixels, zero padded
+  at::Tensor proposal_scores;        // [B, P]
+  at::Tensor num_proposals;          // [B] int64
+  // number_of_stages >= 2:
+  at::Tensor class_predictions_with_background;  // [B * P, K + 1] logits, background first
+  at::Tensor refined_box_encodings;              // [B * P, K, 4] (or [B * P, 1, 4] shared)
+  // Optional: mask logits of every valid proposal [sum num_proposals, K + 1, M, M] (background channel
+  // first). Left undefined by predict(): the loss runs the mask head on the positives only.
+  at::Tensor mask_logits;
+};
+
+class FasterRcnnImpl : public DetectorImpl {
+ public:
+  FasterRcnnImpl(FasterRcnnOptions options, FasterRcnnNetworkOptions network_options);
+
+  ModelLosses losses(const Batch& batch) override;
+  std::vector<Boxes> detect(const Batch& batch) override;
+  std::pair<ModelLosses, std::vector<Boxes>> losses_and_detect(const Batch& batch) override;
+  int64_t input_size() const override { return options_.image_size; }
+
+  // The forward pass; training (is_training()) samples proposals against the batch's ground truth.
+  FasterRcnnPredictions predict(const Batch& batch);
+  // Detections per image in network-input pixels (before mapping back to the original image).
+  std::vector<Boxes> postprocess(const FasterRcnnPredictions& p, const Batch& batch);
+  // The losses of a prediction (names as the reference's: first_stage_localization_loss, ...).
+  ModelLosses loss(const FasterRcnnPredictions& p, const Batch& batch,
+                   const std::vector<Boxes>& detections = {});
+
+  // Rows per image of the proposal tensors: second_stage_batch_size when training two or more
+  // stages without the hard-example miner, first_stage_max_proposals otherwise.
+  int64_t max_num_proposals() const;
+  // Anchors for pyramid maps of these sizes (cached), [A, 4] xyxy, order (level, y, x, anchor).
+  at::Tensor anchors_for(const std::vector<std::array<int64_t, 2>>& level_sizes);
+  int64_t stages() const;  // number_of_stages as run now (3 -> 2 in training)
+  const FasterRcnnOptions& options() const { return options_; }
+  FasterRcnnNetwork network{nullptr};
+
+ private:
+  FasterRcnnOptions options_;
+  std::map<std::vector<int64_t>, at::Tensor> anchor_cache_;
+
+  void check_input(const Batch& batch) const;
+  // Ground truth of image b (crowd boxes removed): boxes [M, 4], classes [M], masks [M, H, W] or undefined.
+  struct GroundTruth {
+    at::Tensor boxes, classes, masks;
+  };
+  GroundTruth ground_truth(const Batch& batch, int64_t b) const;
+  at::Tensor masks_at(const FasterRcnnPredictions& p, const std::vector<at::Tensor>& boxes);
+};
+
+// Pastes per-box mask probabilities [N, M, M] into an image of height x width (torchvision's
+// paste_masks_in_image: the mask grid is padded by one cell, resized bilinearly to the box) and
+// thresholds them: uint8 [N, height, width]. boxes [N, 4] in that image's pixels.
+at::Tensor paste_masks(const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
+                       double threshold = 0.5);
+
+}  // namespace detseg
