@@ -4,7 +4,8 @@
 # loopback). Prints images/s over steps (WARMUP, STEPS] from rank 0's metrics.jsonl timestamps, and
 # the per-step all-reduce figures detseg logs in data-parallel runs: allreduce_wait_s (time blocked
 # after backward, i.e. not hidden behind it) and allreduce_span_s (first bucket launched to last
-# bucket done).
+# bucket done). A third run repeats the 2-process one with train.distributed.sync_batch_norm (the
+# demo config trains its batch norm), so the synchronised batch norm's cost shows next to it.
 # Usage: bash bench/bench_dist.sh [build-dir] [steps] [warmup]
 set -euo pipefail
 BUILD=${1:-build}
@@ -35,7 +36,10 @@ PY
 
 "$BIN" --threads 2 -q train "${COMMON[@]}" --model-dir "$OUT/p1t2" --set train.batch_size=4 > /dev/null
 "$BIN" --threads 1 -q train --nproc 2 "${COMMON[@]}" --model-dir "$OUT/p2t1" --set train.batch_size=2 > /dev/null
+"$BIN" --threads 1 -q train --nproc 2 "${COMMON[@]}" --model-dir "$OUT/p2t1s" --set train.batch_size=2 \
+  --set train.distributed.sync_batch_norm=true > /dev/null
 echo "RetinaNet-R18 256px, global batch 4, $STEPS steps (first $WARMUP excluded), load $(cut -d' ' -f1-3 /proc/loadavg)"
 summarise "$OUT/p1t2/metrics.jsonl" 4 "1 process x 2 threads"
 summarise "$OUT/p2t1/metrics.jsonl" 4 "2 processes x 1 thread"
+summarise "$OUT/p2t1s/metrics.jsonl" 4 "2 x 1, sync batch norm"
 rm -rf "$OUT"

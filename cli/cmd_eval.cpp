@@ -1,4 +1,4 @@
-// Implements: `detseg eval`: COCO metrics and eval losses of one checkpoint, or of every new
+// Implements: `detseg eval`: COCO metrics (detectors) or mIoU (segmenters) and eval losses of one checkpoint, or of every new
 // checkpoint of a training run (--continuous).
 #include <cstdio>
 
@@ -30,13 +30,10 @@ int run_eval(const EvalArgs& args) {
     DETSEG_CHECK(latest.has_value(), args.model_dir, ": no checkpoint in this folder");
     checkpoint = *latest;
   }
-  int64_t step = 0;
-  auto model = load_detector(config, checkpoint, &step);
-  DetectionEvalResult result = evaluate_detector(config, *model);
-  result.step = step;
-  std::printf("%s: step %lld, %lld images\n%s", checkpoint.c_str(), static_cast<long long>(step),
-              static_cast<long long>(result.num_images), eval_result_text(result, true).c_str());
-  if (!args.json_out.empty()) write_file_atomic(args.json_out, eval_result_json(result));
+  EvalReport report = evaluate_checkpoint(config, checkpoint);
+  std::printf("%s: step %lld, %lld images\n%s", checkpoint.c_str(), static_cast<long long>(report.step),
+              static_cast<long long>(report.num_images), report.text.c_str());
+  if (!args.json_out.empty()) write_file_atomic(args.json_out, report.json);
   return 0;
 }
 

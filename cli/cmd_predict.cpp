@@ -1,4 +1,4 @@
-// Implements: `detseg predict`: detections JSON and drawings for an image or a folder.
+// Implements: `detseg predict`: detections JSON and drawings, or label-map PNGs, for an image or a folder.
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -15,7 +15,8 @@ int run_predict(const PredictArgs& args) {
   options.output = args.output;
   options.score_threshold = args.score_threshold;
   int64_t n = predict_images(config, options);
-  std::printf("predicted %lld images into %s (detections.json and one PNG per image)\n", static_cast<long long>(n),
+  std::printf("predicted %lld images into %s (detections.json or segmentation.json, and PNGs per image)\n",
+              static_cast<long long>(n),
               args.output.c_str());
   return 0;
 }

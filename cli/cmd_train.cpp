@@ -19,7 +19,7 @@ int run_train(const TrainArgs& args) {
   // --nproc N: this process only launches N workers (this same command line) and waits.
   if (args.nproc > 1 && !dist::is_launched_worker()) return dist::launch_local_workers(args.nproc);
   if (int threads = dist::launched_worker_threads(); threads > 0) set_threads(threads);
-  TrainResult result = train_detector(config, args.model_dir);
+  TrainResult result = train_model(config, args.model_dir);
   // Data-parallel: every rank waits for rank 0's final checkpoint, evaluates its shard, and rank 0
   // reports the merged result.
   if (result.group) result.group->barrier();
@@ -28,14 +28,11 @@ int run_train(const TrainArgs& args) {
                 static_cast<long long>(result.step), result.last_loss, result.first_loss,
                 result.last_checkpoint.c_str());
   if (!config.eval_input.annotations.empty() && !result.last_checkpoint.empty()) {
-    int64_t step = 0;
-    auto model = load_detector(config, result.last_checkpoint, &step);
-    DetectionEvalResult eval = evaluate_detector(config, *model, result.group.get());
-    if (!result.main_process) return 0;
-    eval.step = step;
-    std::printf("evaluation of step %lld on %lld images:\n%s", static_cast<long long>(step),
-                static_cast<long long>(eval.num_images), eval_result_text(eval, true).c_str());
-    write_file_atomic(args.model_dir + "/eval-final.json", eval_result_json(eval));
+    EvalReport eval = evaluate_checkpoint(config, result.last_checkpoint, result.group.get());
+    if (!eval.main_process) return 0;
+    std::printf("evaluation of step %lld on %lld images:\n%s", static_cast<long long>(eval.step),
+                static_cast<long long>(eval.num_images), eval.text.c_str());
+    write_file_atomic(args.model_dir + "/eval-final.json", eval.json);
   }
   return 0;
 }

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   eval_app->add_option("--config", eval.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
   auto* ckpt = eval_app->add_option("--checkpoint", eval.checkpoint, "Checkpoint file to evaluate");
   auto* mdir = eval_app->add_option("--model-dir", eval.model_dir, "Evaluate the latest checkpoint in this folder");
-  eval_app->add_option("--json", eval.json_out, "Write the metrics (\"stats\": the 12 COCO numbers) to this JSON file");
+  eval_app->add_option("--json", eval.json_out, "Write the metrics (detectors: \"stats\", the 12 COCO numbers; segmenters: mIoU, per-class IoU, pixel accuracy) to this JSON file");
   eval_app->add_flag("--continuous", eval.continuous, "Evaluate each new checkpoint in --checkpoint-dir once");
   eval_app->add_option("--checkpoint-dir", eval.checkpoint_dir, "Folder watched by --continuous");
   eval_app->add_option("--wait-interval", eval.wait_interval, "With --continuous: stop after this many seconds with no new checkpoint");
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   eval_app->callback([&] { run = [&] { return run_eval(eval); }; });
 
   PredictArgs predict;
-  auto* predict_app = app.add_subcommand("predict", "Run a checkpoint on images; write detections JSON and drawings");
+  auto* predict_app = app.add_subcommand("predict", "Run a checkpoint on images; write detections JSON and drawings (detectors) or colour label maps and overlays (segmenters)");
   predict_app->add_option("--config", predict.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
   predict_app->add_option("--checkpoint", predict.checkpoint, "Checkpoint file")->required();
   predict_app->add_option("--input", predict.input, "An image or a folder of images")->required();

@@ -52,6 +52,38 @@ void visit_input(V& v, InputConfig& c) {
   v.field("prefetch", c.prefetch, range(1, 1024), "Batches prepared ahead");
   v.field("sample_1_of_n", c.sample_1_of_n, range(1), "Use every n-th image (evaluation)");
   v.field("max_images", c.max_images, range(0), "Use at most this many images (0: all)");
+  v.field("void_values", c.void_values, range(0, 255),
+          "seg_folder: raw label values meaning unlabelled, mapped to the ignore label (CamVid: [11])");
+}
+
+template <class V>
+void visit_deeplab(V& v, DeepLabConfig& c) {
+  v.field("output_stride", c.output_stride, range(8, 32), "Backbone output stride: 8, 16 or 32 (atrous convolution beyond it)");
+  v.field("aspp_channels", c.aspp_channels, range(8, 4096), "ASPP width (rates 6/12/18 at stride 16, doubled at 8)");
+  v.field("aspp_dropout", c.aspp_dropout, range(0, 0.99), "Dropout after the ASPP projection (training)");
+  v.field("image_pooling", c.image_pooling, any(),
+          "ASPP image-level branch (DeepLab's add_image_level_feature); its batch norm needs batches of 3+ images");
+  v.field("low_level_channels", c.low_level_channels, range(0, 1024),
+          "Decoder projection of the stride-4 features (48); 0: no decoder (DeepLabv3)");
+  v.field("decoder_channels", c.decoder_channels, range(8, 4096), "Decoder 3x3 conv width");
+  v.field("crop_size", c.crop_size, range(16, 4096), "Square training crop (padded with the ignore label)");
+  v.field("scale_step", c.scale_step, range(0, 10),
+          "Training random scale in train_input.scale_min..scale_max by this step (0: continuous)");
+  v.field("ignore_label", c.ignore_label, range(0, 65535), "Label the loss and metrics ignore (void and padding map to it)");
+  v.field("loss_weight", c.loss_weight, range(0, 1e6), "Weight of the softmax cross-entropy");
+  v.field("upsample_logits", c.upsample_logits, any(),
+          "Upsample logits to the labels (bilinear, aligned corners); false: downsample labels (nearest)");
+  v.field("top_k_percent_pixels", c.top_k_percent_pixels, range(1e-6, 1), "Hard pixel mining: fraction of pixels kept (1: all)");
+  v.field("hard_example_mining_step", c.hard_example_mining_step, range(0),
+          "Steps over which mining ramps from all pixels to top_k_percent_pixels (0: at once)");
+  v.field("last_layers", c.last_layers, any(), "Parameter name parts of the last layers (multiplier, initialize_last_layer)");
+  v.field("gradient_multipliers", c.gradient_multipliers, any(),
+          "DeepLab's multipliers: biases x2, last layers x last_layer_gradient_multiplier (added to train.gradient_multipliers)");
+  v.field("last_layer_gradient_multiplier", c.last_layer_gradient_multiplier, range(0, 1e6), "Gradient multiplier of the last layers");
+  v.field("initialize_last_layer", c.initialize_last_layer, any(),
+          "Load the last layers from train.fine_tune.checkpoint too (false: they stay freshly initialised)");
+  v.field("eval_scales", c.eval_scales, range(0.05, 10), "Evaluation input scales; probabilities are averaged");
+  v.field("eval_flip", c.eval_flip, any(), "Also evaluate mirrored inputs and average");
 }
 
 template <class V>
@@ -125,13 +157,14 @@ void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
 
 template <class V>
 void visit_model(V& v, ModelConfig& c) {
-  v.field("type", c.type, one_of({"retinanet", "efficientdet", "faster_rcnn", "mask_rcnn"}), "Meta-architecture");
+  v.field("type", c.type, one_of({"retinanet", "efficientdet", "faster_rcnn", "mask_rcnn", "deeplabv3plus", "deeplabv3"}),
+          "Meta-architecture");
   v.field("num_classes", c.num_classes, range(1, 100000), "Number of object classes (no background)");
   v.field("backbone", c.backbone,
           one_of({"resnet18", "resnet34", "resnet50", "resnet101", "efficientnet-b0", "efficientnet-b1",
                   "efficientnet-b2", "efficientnet-b3", "efficientnet-b4", "efficientnet-b5",
-                  "efficientnet-b6", "efficientnet-b7"}),
-          "Backbone network (RetinaNet)");
+                  "efficientnet-b6", "efficientnet-b7", "mobilenet_v2"}),
+          "Backbone network (RetinaNet; DeepLab: resnet*, mobilenet_v2)");
   v.field("efficientdet", c.efficientdet, one_of({"d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"}),
           "EfficientDet size: sets backbone, BiFPN width/depth and head depth per the paper");
   v.field("image_size", c.image_size, range(32, 4096), "Square network input size in pixels (EfficientDet: a multiple of 2^max_level)");
@@ -153,6 +186,7 @@ void visit_model(V& v, ModelConfig& c) {
   v.field("box_loss_weight", c.box_loss_weight, range(0, 1e6), "Weight of the box loss in the total");
   v.field("pixel_mean", c.pixel_mean, range(0, 1), "Per-channel mean of RGB in [0,1]");
   v.field("pixel_std", c.pixel_std, range(1e-6, 10), "Per-channel std of RGB in [0,1]");
+  v.section("deeplab", [&] { visit_deeplab(v, c.deeplab); });
   v.section("faster_rcnn", [&] { visit_faster_rcnn(v, c.faster_rcnn); });
 }
 
@@ -195,13 +229,13 @@ void visit_optimizer(V& v, OptimizerOptions& c) {
 }
 
 template <class V>
-void visit_fine_tune(V& v, FineTuneConfig& c) {
+void visit_fine_tune(V& v, FineTuneOptions& c) {
   v.field("checkpoint", c.checkpoint, path(), "Checkpoint to start from (ours or a torchvision .pth); empty: none");
   v.field("type", c.type, one_of({"detection", "classification"}),
           "detection: all matching variables; classification: backbone only");
-  v.field("exclude", c.exclude, any(), "Regex of parameter names not to load (e.g. the last layers)");
+  v.field("exclude", c.exclude_pattern, any(), "Regex of parameter names not to load (e.g. the last layers)");
   v.field("scope_map", c.scope_map, any(), "Name prefix mapping ours=theirs, applied before matching");
-  v.field("all_variables", c.all_variables, any(),
+  v.field("all_variables", c.load_all_detection_vars, any(),
           "detection: load every variable (true) or only the backbone (false, the reference's default)");
   v.field("skip_missing", c.skip_missing, any(), "Skip variables the checkpoint lacks instead of failing");
   v.field("skip_mismatched", c.skip_mismatched, any(), "Skip variables whose shape differs instead of failing");
@@ -212,6 +246,8 @@ void visit_distributed(V& v, DistributedConfig& c) {
   v.field("timeout_s", c.timeout_s, range(1, 86400),
           "Rendezvous and collective timeout: a dead or hung worker stops the others within it");
   v.field("bucket_mb", c.bucket_mb, range(0.001, 4096), "Gradient all-reduce bucket size in MB");
+  v.field("sync_batch_norm", c.sync_batch_norm, any(),
+          "Trainable batch norm normalises with the statistics of the global batch (all ranks), not each rank's");
 }
 
 template <class V>
@@ -240,7 +276,9 @@ template <class V>
 void visit_eval(V& v, EvalConfig& c) {
   v.field("class_agnostic", c.class_agnostic, any(), "COCO evaluation ignoring classes (useCats=0)");
   v.field("batch_size", c.batch_size, range(1, 1024), "Images per evaluation batch");
-  v.field("every_steps", c.every_steps, range(0), "Evaluate during training every N steps (0: at the end only)");
+  v.field("every_steps", c.every_steps, range(0), 
+          "Evaluate the current (EMA) weights on eval_input every N training steps into model_dir/eval/ (0: only "
+          "at the end of `detseg train`)");
 }
 
 template <class V>
@@ -305,6 +343,19 @@ bool parse_gradient_multiplier(const std::string& text, GradientMultiplier& out)
     return false;
   out = GradientMultiplier{text.substr(0, eq), factor};
   return true;
+}
+
+// train.fine_tune.scope_map entries are "ours=theirs" name prefixes: {"^ours", "theirs"}.
+bool parse_scope_rule(const std::string& text, ScopeRule& out) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos) return false;
+  out = ScopeRule{"^" + text.substr(0, eq), text.substr(eq + 1)};
+  return true;
+}
+
+std::string format_scope_rule(const ScopeRule& r) {
+  const bool anchored = !r.pattern.empty() && r.pattern[0] == '^';
+  return (anchored ? r.pattern.substr(1) : r.pattern) + "=" + r.replacement;
 }
 
 // The shortest decimal that reads back as the same double, so a resolved config round-trips.
@@ -434,6 +485,9 @@ class Reader {
     if (!node.IsScalar() || !parse_gradient_multiplier(node.Scalar(), out))
       fail(node, path, "\"regex=factor\" with a number >= 0 after the last '='");
   }
+  void read(const YAML::Node& node, const std::string& path, ScopeRule& out, const Check&) const {
+    if (!node.IsScalar() || !parse_scope_rule(node.Scalar(), out)) fail(node, path, "\"ours=theirs\"");
+  }
   template <class T>
   void read(const YAML::Node& node, const std::string& path, std::vector<T>& out, const Check& check) const {
     if (!node.IsSequence()) fail(node, path, "a list");
@@ -480,6 +534,7 @@ class Writer {
   void write(bool x) { out_ << x; }
   void write(const std::string& x) { out_ << YAML::DoubleQuoted << x; }
   void write(const GradientMultiplier& x) { write(format_gradient_multiplier(x)); }
+  void write(const ScopeRule& x) { write(format_scope_rule(x)); }
   template <class T>
   void write(const std::vector<T>& xs) {
     out_ << YAML::Flow << YAML::BeginSeq;
@@ -517,11 +572,13 @@ class Documenter {
   static const char* type_name(const std::vector<int64_t>&) { return "list of int"; }
   static const char* type_name(const std::vector<std::string>&) { return "list of string"; }
   static const char* type_name(const std::vector<GradientMultiplier>&) { return "list of string"; }
+  static const char* type_name(const std::vector<ScopeRule>&) { return "list of string"; }
   static std::string show(int64_t x) { return std::to_string(x); }
   static std::string show(double x) { return str(x); }
   static std::string show(bool x) { return x ? "true" : "false"; }
   static std::string show(const std::string& x) { return x.empty() ? "\"\"" : x; }
   static std::string show(const GradientMultiplier& x) { return format_gradient_multiplier(x); }
+  static std::string show(const ScopeRule& x) { return format_scope_rule(x); }
   template <class T>
   static std::string show(const std::vector<T>& xs) {
     std::string out = "[";
@@ -578,6 +635,12 @@ void check_consistency(const PipelineConfig& c) {
                       "model.pixel_mean and model.pixel_std need 3 values (RGB)");
   DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,
                       "train_input.scale_min must not exceed train_input.scale_max");
+  if (c.model.type == "deeplabv3plus" || c.model.type == "deeplabv3") {
+    const int64_t os = c.model.deeplab.output_stride;
+    DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, at, "model.deeplab.output_stride: expected 8, 16 or 32, got ", os);
+    DETSEG_CONFIG_CHECK(c.model.backbone.rfind("resnet", 0) == 0 || c.model.backbone == "mobilenet_v2", at,
+                        "model.backbone: DeepLab takes resnet18/34/50/101 or mobilenet_v2, got ", c.model.backbone);
+  }
   if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn") {
     const FasterRcnnConfig& f = c.model.faster_rcnn;
     const size_t levels = f.feature_extractor == "c4" ? 1 : 5;

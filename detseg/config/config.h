@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "detseg/train/fine_tune_options.h"
 #include "detseg/train/optimizer_options.h"
 #include "detseg/train/schedule_options.h"
 
@@ -27,6 +28,30 @@ struct InputConfig {
   int64_t prefetch = 4;
   int64_t sample_1_of_n = 1;          // evaluate every n-th image
   int64_t max_images = 0;             // 0: all
+  std::vector<int64_t> void_values;   // seg_folder: raw label values meaning "unlabelled" (-> ignore)
+};
+
+// DeepLab's flags (model.type deeplabv3plus / deeplabv3): network, loss, last layers and evaluation.
+struct DeepLabConfig {
+  int64_t output_stride = 16;         // 8, 16 or 32
+  int64_t aspp_channels = 256;
+  double aspp_dropout = 0.1;
+  bool image_pooling = true;          // ASPP image-level branch (add_image_level_feature)
+  int64_t low_level_channels = 48;    // decoder projection of the stride-4 features
+  int64_t decoder_channels = 256;
+  int64_t crop_size = 513;            // square training crop
+  double scale_step = 0.25;           // train_input.scale_min..scale_max in these steps (0: continuous)
+  int64_t ignore_label = 255;
+  double loss_weight = 1.0;
+  bool upsample_logits = true;        // false: downsample labels (nearest) instead
+  double top_k_percent_pixels = 1.0;
+  int64_t hard_example_mining_step = 0;
+  std::vector<std::string> last_layers = {"aspp.", "decoder.", "classifier."};
+  bool gradient_multipliers = true;   // biases x2, last layers x last_layer_gradient_multiplier
+  double last_layer_gradient_multiplier = 1.0;
+  bool initialize_last_layer = true;  // false: train.fine_tune skips last_layers
+  std::vector<double> eval_scales = {1.0};
+  bool eval_flip = false;
 };
 
 // model.faster_rcnn.*: Faster R-CNN / Mask R-CNN (the reference's faster_rcnn_meta_arch keys).
@@ -76,7 +101,7 @@ struct FasterRcnnConfig {
 };
 
 struct ModelConfig {
-  std::string type = "retinanet";     // retinanet | efficientdet | faster_rcnn | mask_rcnn
+  std::string type = "retinanet";     // retinanet | efficientdet | faster_rcnn | mask_rcnn | deeplabv3plus | deeplabv3
   int64_t num_classes = 0;
   std::string backbone = "resnet50";
   std::string efficientdet = "d0";    // d0..d7 when type is efficientdet
@@ -97,6 +122,7 @@ struct ModelConfig {
   double box_loss_weight = 50.0;
   std::vector<double> pixel_mean = {0.485, 0.456, 0.406};
   std::vector<double> pixel_std = {0.229, 0.224, 0.225};
+  DeepLabConfig deeplab;              // model.deeplab.*
   FasterRcnnConfig faster_rcnn;       // model.faster_rcnn.*
 };
 
@@ -107,19 +133,10 @@ struct PostprocessConfig {
   int64_t max_detections_per_image = 100;
 };
 
-struct FineTuneConfig {
-  std::string checkpoint;             // empty: train from scratch
-  std::string type = "detection";     // detection | classification
-  std::string exclude;                // regex of our names not to load
-  std::vector<std::string> scope_map; // "ours_prefix=theirs_prefix" pairs
-  bool all_variables = false;
-  bool skip_missing = true;
-  bool skip_mismatched = false;
-};
-
 struct DistributedConfig {
   double timeout_s = 300;             // rendezvous and every collective; a dead or hung peer fails others within it
   double bucket_mb = 25;              // gradient all-reduce bucket size
+  bool sync_batch_norm = false;       // trainable batch norm over the global batch (all ranks)
 };
 
 struct TrainConfig {
@@ -134,7 +151,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 500;
   int64_t keep_checkpoints = 7;
   int64_t log_every = 10;
-  FineTuneConfig fine_tune;
+  FineTuneOptions fine_tune;          // train.fine_tune.*
   DistributedConfig distributed;      // multi-process training (see docs/distributed.md)
 };
 

@@ -8,12 +8,13 @@
 
 #include "detseg/core/error.h"
 #include "detseg/core/log.h"
+#include "detseg/models/layers/frozen_batch_norm.h"
 #include "detseg/train/checkpoint.h"
 
 namespace detseg::dist {
 
-GradientAverager::GradientAverager(ProcessGroup& group, std::vector<at::Tensor> params, double bucket_mb)
-    : group_(group), params_(std::move(params)), where_(params_.size()), seen_(params_.size(), 0) {
+GradientAverager::GradientAverager(ProcessGroup& group, std::vector<at::Tensor> params, double bucket_mb, bool overlap)
+    : group_(group), params_(std::move(params)), where_(params_.size()), seen_(params_.size(), 0), overlap_(overlap) {
   const auto cap = static_cast<int64_t>(bucket_mb * 1024 * 1024);
   Bucket current;
   int64_t bytes = 0;
@@ -56,7 +57,7 @@ void GradientAverager::on_gradient(size_t param, const at::Tensor& grad) {
   auto [b, slot] = where_[param];
   Bucket& bucket = buckets_[b];
   bucket.flat.narrow(0, bucket.offsets[slot], grad.numel()).copy_(grad.reshape({-1}));
-  if (++bucket.filled == bucket.params.size()) launch_ready();
+  if (++bucket.filled == bucket.params.size() && overlap_) launch_ready();
 }
 
 void GradientAverager::launch_ready() {
@@ -137,10 +138,34 @@ void DataParallel::broadcast_module(torch::nn::Module& module) {
   group_->broadcast(tensors, 0);
 }
 
+int DataParallel::synchronise_batch_norm(torch::nn::Module& module) {
+  if (!group_ || !config_.sync_batch_norm) return 0;
+  int layers = 0;
+  ProcessGroup* group = group_.get();
+  for (const auto& m : module.modules()) {
+    auto* norm = dynamic_cast<Norm2dImpl*>(m.get());
+    if (norm == nullptr || norm->options.frozen()) continue;
+    norm->replica_sum = [group](at::Tensor& t) { group->all_reduce_sum(t); };
+    ++layers;
+  }
+  sync_batch_norm_ = layers > 0;
+  log_info("data-parallel: ", layers, " batch-norm layers synchronised across ", env_.world_size, " ranks",
+           layers ? "" : " (none is trainable: model.frozen_batch_norm)");
+  return layers;
+}
+
 void DataParallel::attach(const std::vector<at::Tensor>& params) {
   if (!group_) return;
-  averager_ = std::make_unique<GradientAverager>(*group_, params, config_.bucket_mb);
+  averager_ = std::make_unique<GradientAverager>(*group_, params, config_.bucket_mb, /*overlap=*/!sync_batch_norm_);
   log_debug("data-parallel: ", params.size(), " gradients in ", averager_->num_buckets(), " buckets");
+}
+
+void DataParallel::average_across_ranks(std::vector<std::pair<std::string, double>>& values) {
+  if (!group_ || values.empty()) return;
+  at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, at::kDouble);
+  for (size_t i = 0; i < values.size(); ++i) t[static_cast<int64_t>(i)] = values[i].second;
+  group_->all_reduce_sum(t);
+  for (size_t i = 0; i < values.size(); ++i) values[i].second = t[static_cast<int64_t>(i)].item<double>() / env_.world_size;
 }
 
 std::vector<std::pair<std::string, double>> DataParallel::step_timings() const {

@@ -23,7 +23,10 @@ namespace detseg::dist {
 // then SUM). Buckets follow reverse parameter order, roughly the order backward produces them.
 class GradientAverager {
  public:
-  GradientAverager(ProcessGroup& group, std::vector<at::Tensor> params, double bucket_mb);
+  // overlap: launch each bucket from the gradient hooks as soon as it is full (during backward);
+  // false launches all of them in finish() (needed when backward issues collectives of its own,
+  // as synchronised batch norm does, so every rank's collectives keep one order).
+  GradientAverager(ProcessGroup& group, std::vector<at::Tensor> params, double bucket_mb, bool overlap = true);
   ~GradientAverager();
   GradientAverager(const GradientAverager&) = delete;
   GradientAverager& operator=(const GradientAverager&) = delete;
@@ -53,6 +56,7 @@ class GradientAverager {
   std::vector<char> seen_;                          // param got its gradient this step
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;
+  bool overlap_ = true;
   std::mutex mutex_;
   std::vector<std::pair<size_t, unsigned>> hooks_;  // (param, handle)
   double last_wait_seconds_ = 0, last_span_seconds_ = 0;
@@ -73,8 +77,14 @@ class DataParallel {
   // Every rank must resume the same step (model_dir shared); returns it or throws Error.
   int64_t agree_on_step(int64_t step);
   void broadcast_module(torch::nn::Module& module);  // parameters and buffers from rank 0
+  // train.distributed.sync_batch_norm: every trainable Norm2d of `module` normalises over the global
+  // batch (an all-reduce per layer in forward and backward). Call before attach(). Returns the
+  // number of layers synchronised (0 in one process or when the config leaves it off).
+  int synchronise_batch_norm(torch::nn::Module& module);
   void attach(const std::vector<at::Tensor>& params);  // gradient hooks on the trainable tensors
   void average_gradients();                            // after backward
+  // Replaces each value by its mean over the ranks (one all-reduce; every rank must call it).
+  void average_across_ranks(std::vector<std::pair<std::string, double>>& values);
   // `metadata_json` plus the run's shape {"world_size", "batch_size"} for resume_start_batch.
   std::string checkpoint_metadata(const std::string& metadata_json, int64_t batch_size) const;
   // For the metrics: time blocked on all-reduce after backward (not hidden by overlap), and the time
@@ -86,6 +96,7 @@ class DataParallel {
   Environment env_;
   std::shared_ptr<ProcessGroup> group_;
   std::unique_ptr<GradientAverager> averager_;
+  bool sync_batch_norm_ = false;
 };
 
 // The loader's start_batch for a run resuming at `step` from a checkpoint written with

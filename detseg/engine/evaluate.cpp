@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -207,11 +208,185 @@ std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
   return out;
 }
 
+std::shared_ptr<SegmenterImpl> load_segmenter(const PipelineConfig& config, const std::string& checkpoint,
+                                              int64_t* step) {
+  auto model = build_segmenter(config);
+  int64_t loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
+  if (step) *step = loaded_step;
+  model->eval();
+  return model;
+}
+
+SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, SegmenterImpl& model,
+                                          dist::ProcessGroup* group) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const InputData data = make_input_data(config, config.eval_input, /*training=*/false);
+  LoaderOptions options =
+      make_loader_options(config, config.eval_input, /*training=*/false, config.eval.batch_size, model.input_size());
+  const bool sharded = group != nullptr && group->world_size() > 1;
+  if (sharded) {
+    options.rank = group->rank();
+    options.world_size = group->world_size();
+  }
+  Loader loader(data.size, data.load, options);
+  // A sharded loader pads each shard by wrapping around: position k of rank r is a repeat when
+  // k * world + r reaches the number of images, and is left out of the metrics.
+  const int64_t total_images = (data.size + options.sample_1_of_n - 1) / options.sample_1_of_n;
+  const int64_t ignore = config.model.deeplab.ignore_label;
+  ConfusionMatrix matrix(model.num_classes(), kIgnoreLabel);
+  SegmentationEvalResult result;
+  result.class_names = data.class_names;
+  std::vector<double> loss_sums;
+  std::vector<std::string> loss_names;
+  int64_t batches = 0, position = 0;
+  Batch batch;
+  while (loader.next(batch)) {
+    auto [losses, maps] = model.losses_and_segment(batch);
+    std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
+    for (auto& [name, value] : losses.parts) values.push_back({name, value.item<double>()});
+    if (loss_sums.empty()) {
+      loss_sums.assign(values.size(), 0.0);
+      for (auto& v : values) loss_names.push_back(v.first);
+    }
+    for (size_t i = 0; i < values.size() && i < loss_sums.size(); ++i) loss_sums[i] += values[i].second;
+    ++batches;
+    for (int64_t b = 0; b < batch.size(); ++b, ++position) {
+      if (position * options.world_size + options.rank >= total_images) continue;
+      const int64_t h = batch.original_sizes[b][0].item<int64_t>(), w = batch.original_sizes[b][1].item<int64_t>();
+      DETSEG_CHECK(batch.image_sizes[b][0].item<int64_t>() == h && batch.image_sizes[b][1].item<int64_t>() == w,
+                   "segmentation evaluation: image ", batch.image_ids[static_cast<size_t>(b)],
+                   " was resized; evaluation runs at full resolution");
+      at::Tensor gt = batch.label_maps[b].slice(0, 0, h).slice(1, 0, w);
+      if (ignore != kIgnoreLabel) gt = gt.masked_fill(gt == ignore, kIgnoreLabel);
+      gt = gt.to(at::kInt).contiguous();
+      const at::Tensor pred = maps[static_cast<size_t>(b)].to(at::kInt).contiguous();
+      matrix.add(gt.data_ptr<int32_t>(), pred.data_ptr<int32_t>(), h * w);
+      ++result.num_images;
+    }
+  }
+  if (sharded) {
+    nlohmann::json mine = {{"counts", matrix.counts}, {"losses", loss_sums}, {"batches", batches},
+                           {"images", result.num_images}};
+    std::vector<std::string> all = group->all_gather_bytes(mine.dump());
+    if (group->rank() == 0) {
+      matrix.reset();
+      std::fill(loss_sums.begin(), loss_sums.end(), 0.0);
+      batches = 0;
+      result.num_images = 0;
+      for (const std::string& bytes : all) {
+        const nlohmann::json shard = nlohmann::json::parse(bytes);
+        const auto counts = shard["counts"].get<std::vector<int64_t>>();
+        for (size_t i = 0; i < counts.size() && i < matrix.counts.size(); ++i) matrix.counts[i] += counts[i];
+        const auto losses = shard["losses"].get<std::vector<double>>();
+        for (size_t i = 0; i < losses.size() && i < loss_sums.size(); ++i) loss_sums[i] += losses[i];
+        batches += shard["batches"].get<int64_t>();
+        result.num_images += shard["images"].get<int64_t>();
+      }
+    }
+  }
+  for (size_t i = 0; i < loss_sums.size(); ++i)
+    result.losses.push_back({loss_names[i], batches ? loss_sums[i] / static_cast<double>(batches) : 0.0});
+  result.metrics = seg_metrics(matrix);
+  return result;
+}
+
+namespace {
+
+nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+std::string seg_eval_result_json(const SegmentationEvalResult& r) {
+  const SegMetrics& m = r.metrics;
+  nlohmann::json j = {{"step", r.step},
+                      {"num_images", r.num_images},
+                      {"mIoU", number_or_null(m.mean_iou)},
+                      {"pixel_accuracy", number_or_null(m.pixel_accuracy)},
+                      {"mean_accuracy", number_or_null(m.mean_accuracy)},
+                      {"fwIoU", number_or_null(m.frequency_weighted_iou)},
+                      {"per_class_iou", nlohmann::json::object()},
+                      {"losses", nlohmann::json::object()}};
+  for (size_t c = 0; c < m.iou.size(); ++c)
+    j["per_class_iou"][c < r.class_names.size() ? r.class_names[c] : std::to_string(c)] = number_or_null(m.iou[c]);
+  for (auto& [name, value] : r.losses) j["losses"][name] = value;
+  return j.dump(2) + "\n";
+}
+
+std::string seg_eval_result_text(const SegmentationEvalResult& r) {
+  std::string out = seg_metrics_text(r.metrics, r.class_names);
+  for (auto& [name, value] : r.losses) out += str(" eval ", name, " = ", value, "\n");
+  return out;
+}
+
+EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_t step, dist::ProcessGroup* group,
+                          bool per_class) {
+  EvalReport report;
+  report.step = step;
+  report.main_process = group == nullptr || group->world_size() <= 1 || group->rank() == 0;
+  if (auto* segmenter = dynamic_cast<SegmenterImpl*>(&model)) {
+    SegmentationEvalResult r = evaluate_segmenter(config, *segmenter, group);
+    r.step = step;
+    report.num_images = r.num_images;
+    if (!report.main_process) return report;
+    report.text = seg_eval_result_text(r);
+    report.json = seg_eval_result_json(r);
+    report.scalars = {{"mIoU", r.metrics.mean_iou},
+                      {"pixel_accuracy", r.metrics.pixel_accuracy},
+                      {"mean_accuracy", r.metrics.mean_accuracy},
+                      {"fwIoU", r.metrics.frequency_weighted_iou}};
+    for (auto& l : r.losses) report.scalars.push_back(l);
+    return report;
+  }
+  auto* detector = dynamic_cast<DetectorImpl*>(&model);
+  DETSEG_CHECK(detector != nullptr, "evaluate_model: model is neither a detector nor a segmenter");
+  DetectionEvalResult r = evaluate_detector(config, *detector, group);
+  r.step = step;
+  report.num_images = r.num_images;
+  if (!report.main_process) return report;
+  report.text = eval_result_text(r, per_class);
+  report.json = eval_result_json(r);
+  static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
+                                  "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
+  for (int i = 0; i < 12; ++i) report.scalars.push_back({names[i], r.coco.stats[i]});
+  if (r.has_segm)
+    for (int i = 0; i < 12; ++i) report.scalars.push_back({std::string("segm_") + names[i], r.segm.stats[i]});
+  for (auto& l : r.losses) report.scalars.push_back(l);
+  return report;
+}
+
+EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& checkpoint, dist::ProcessGroup* group,
+                               bool per_class) {
+  int64_t step = 0;
+  std::shared_ptr<ModelImpl> model;
+  if (is_segmentation_model(config)) {
+    model = load_segmenter(config, checkpoint, &step);
+  } else {
+    model = load_detector(config, checkpoint, &step);
+  }
+  return evaluate_model(config, *model, step, group, per_class);
+}
+
+EvalRecorder::EvalRecorder(const std::string& eval_dir)
+    : dir_(eval_dir), metrics_(std::make_unique<MetricsJsonlWriter>(eval_dir + "/metrics.jsonl")),
+      events_(std::make_unique<EventWriter>(eval_dir)) {}
+
+EvalRecorder::~EvalRecorder() = default;
+
+void EvalRecorder::write(const EvalReport& report) {
+  write_file_atomic(str(dir_, "/eval-", report.step, ".json"), report.json);
+  MetricsRecord record;
+  record.step = report.step;
+  record.time = unix_time_now();
+  record.split = "eval";
+  record.values = report.scalars;
+  metrics_->write(record);
+  for (auto& [name, value] : record.values) events_->add_scalar(name, value, report.step);
+  events_->flush();
+}
+
 void evaluate_continuously(const PipelineConfig& config, const std::string& checkpoint_dir, double wait_seconds) {
-  const std::string eval_dir = checkpoint_dir + "/eval";
-  make_directories(eval_dir);
-  MetricsJsonlWriter metrics(eval_dir + "/metrics.jsonl");
-  EventWriter events(eval_dir);
+  EvalRecorder recorder(checkpoint_dir + "/eval");
   CheckpointWatchOptions watch;
   watch.checkpoint_dir = checkpoint_dir;
   watch.wait_interval_s = wait_seconds;
@@ -222,34 +397,17 @@ void evaluate_continuously(const PipelineConfig& config, const std::string& chec
   // The watcher hands out each new latest checkpoint once; older ones written meanwhile are
   // skipped, since the trainer's keep-N may delete them any moment.
   while (std::optional<std::string> path = watcher.next()) {
-    DetectionEvalResult result;
+    EvalReport result;
     try {
-      int64_t step = 0;
-      auto model = load_detector(config, *path, &step);
-      result = evaluate_detector(config, *model);
-      result.step = step;
+      result = evaluate_checkpoint(config, *path, nullptr, /*per_class=*/false);
     } catch (const Error& e) {
       // A checkpoint deleted by the trainer between listing and reading is not fatal.
       if (!file_exists(*path)) continue;
       throw;
     }
-    std::printf("checkpoint step %lld\n%s", static_cast<long long>(result.step),
-                eval_result_text(result, false).c_str());
+    std::printf("checkpoint step %lld\n%s", static_cast<long long>(result.step), result.text.c_str());
     std::fflush(stdout);
-    write_file_atomic(str(eval_dir, "/eval-", result.step, ".json"), eval_result_json(result));
-    MetricsRecord record;
-    record.step = result.step;
-    record.time = unix_time_now();
-    record.split = "eval";
-    static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
-                                    "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
-    for (int i = 0; i < 12; ++i) record.values.push_back({names[i], result.coco.stats[i]});
-    if (result.has_segm)
-      for (int i = 0; i < 12; ++i) record.values.push_back({std::string("segm_") + names[i], result.segm.stats[i]});
-    for (auto& l : result.losses) record.values.push_back(l);
-    metrics.write(record);
-    for (auto& [name, value] : record.values) events.add_scalar(name, value, result.step);
-    events.flush();
+    recorder.write(result);
     if (result.step >= config.train.num_steps) {
       log_info("evaluated the final step ", result.step, "; stopping");
       return;

@@ -10,12 +10,16 @@
 #include "detseg/config/config.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/eval/coco_eval.h"
+#include "detseg/eval/seg_metrics.h"
 #include "detseg/models/detector.h"
+#include "detseg/models/segmenter.h"
 
 namespace detseg {
 namespace dist {
 class ProcessGroup;
 }
+class MetricsJsonlWriter;
+class EventWriter;
 
 struct DetectionEvalResult {
   int64_t step = 0;
@@ -44,6 +48,68 @@ std::string eval_result_json(const DetectionEvalResult& result);
 
 // The 12-line summary, then the losses, then (with per_class) the per-category table.
 std::string eval_result_text(const DetectionEvalResult& result, bool per_class);
+
+// ---- semantic segmentation
+
+struct SegmentationEvalResult {
+  int64_t step = 0;
+  SegMetrics metrics;                                  // mIoU, per-class IoU, pixel accuracy, ...
+  std::vector<std::pair<std::string, double>> losses;  // means over the eval batches
+  std::vector<std::string> class_names;
+  int64_t num_images = 0;
+};
+
+std::shared_ptr<SegmenterImpl> load_segmenter(const PipelineConfig& config, const std::string& checkpoint,
+                                              int64_t* step = nullptr);
+
+// Full-resolution label maps (the model's eval scales and flips) against eval_input's label maps.
+// Sharded as evaluate_detector: rank 0 gets the merged confusion matrix, other ranks only losses.
+SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, SegmenterImpl& model,
+                                          dist::ProcessGroup* group = nullptr);
+
+// {"step", "num_images", "mIoU", "pixel_accuracy", "mean_accuracy", "fwIoU", "per_class_iou": {name: iou
+// or null}, "losses": {...}}.
+std::string seg_eval_result_json(const SegmentationEvalResult& result);
+// mIoU, accuracies, per-class IoU, then the losses.
+std::string seg_eval_result_text(const SegmentationEvalResult& result);
+
+// ---- either kind of model
+
+// What `detseg eval`, `detseg train` and continuous evaluation print and store of one checkpoint.
+struct EvalReport {
+  int64_t step = 0;
+  int64_t num_images = 0;
+  std::string text;  // human summary
+  std::string json;  // the kind's JSON result
+  std::vector<std::pair<std::string, double>> scalars;  // logged to metrics.jsonl / TensorBoard
+  bool main_process = true;  // false on ranks > 0 of a sharded evaluation (text/json empty)
+};
+
+// Evaluates a model of either kind on eval_input (sharded over `group`'s ranks); `model` is left
+// in eval mode. `step` labels the report (the checkpoint's or the training step).
+EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_t step,
+                          dist::ProcessGroup* group = nullptr, bool per_class = true);
+
+// Loads `checkpoint` into the model config.model.type names and evaluates it on eval_input.
+EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& checkpoint,
+                               dist::ProcessGroup* group = nullptr, bool per_class = true);
+
+// Writes evaluations into an eval folder (model_dir/eval/): eval-<step>.json, one metrics.jsonl
+// record per evaluation (split "eval": the report's scalars: COCO's 12 stats or mIoU and accuracies,
+// then the loss means) and the same scalars as TensorBoard events. Used by continuous evaluation and by eval.every_steps in training.
+class EvalRecorder {
+ public:
+  explicit EvalRecorder(const std::string& eval_dir);
+  ~EvalRecorder();
+  EvalRecorder(const EvalRecorder&) = delete;
+  EvalRecorder& operator=(const EvalRecorder&) = delete;
+  void write(const EvalReport& report);
+
+ private:
+  std::string dir_;
+  std::unique_ptr<MetricsJsonlWriter> metrics_;
+  std::unique_ptr<EventWriter> events_;
+};
 
 // Evaluates each checkpoint appearing in `checkpoint_dir` once, newest first when several wait;
 // metrics go to checkpoint_dir/eval/ (metrics.jsonl, TensorBoard events, eval-<step>.json). Stops

@@ -1,8 +1,12 @@
 #include "detseg/engine/inputs.h"
 
+#include <cmath>
+
 #include "detseg/core/error.h"
 #include "detseg/core/log.h"
+#include "detseg/data/readers/label_map.h"
 #include "detseg/data/readers/voc.h"
+#include "detseg/models/build.h"
 
 namespace detseg {
 
@@ -33,6 +37,50 @@ std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& inpu
   return dataset;
 }
 
+std::shared_ptr<SegmentationDataset> make_segmentation_dataset(const InputConfig& input, int64_t num_classes) {
+  DETSEG_CONFIG_CHECK(input.format == "seg_folder", "input.format: segmentation models read seg_folder inputs, got ",
+                      input.format);
+  DETSEG_CONFIG_CHECK(!input.images.empty() && !input.annotations.empty(),
+                      "input.images (image folder) and input.annotations (label PNG folder) are required for seg_folder");
+  SegFolderOptions options;
+  options.image_dir = input.images;
+  options.label_dir = input.annotations;
+  options.num_classes = num_classes;
+  for (int64_t v : input.void_values) options.void_values.push_back(static_cast<int>(v));
+  SegFolder folder = read_seg_folder(options);
+  if (input.max_images > 0 && static_cast<int64_t>(folder.samples.size()) > input.max_images)
+    folder.samples.resize(static_cast<size_t>(input.max_images));
+  log_info(input.images, ": ", folder.samples.size(), " images with label maps in ", input.annotations);
+  return std::make_shared<SegmentationDataset>(std::move(folder));
+}
+
+InputData make_input_data(const PipelineConfig& config, const InputConfig& input, bool training) {
+  InputData data;
+  if (is_segmentation_model(config)) {
+    auto dataset = make_segmentation_dataset(input, config.model.num_classes);
+    data.size = dataset->size();
+    data.load = [dataset](int64_t i) { return dataset->get(i); };
+    data.num_classes = config.model.num_classes;
+    if (!input.label_map.empty()) {
+      for (const auto& entry : read_label_map(input.label_map).entries) data.class_names.push_back(entry.name);
+      DETSEG_CONFIG_CHECK(static_cast<int64_t>(data.class_names.size()) == data.num_classes, input.label_map,
+                          ": ", data.class_names.size(), " class names but model.num_classes is ", data.num_classes);
+    } else {
+      for (int64_t k = 0; k < data.num_classes; ++k) data.class_names.push_back(std::to_string(k));
+    }
+    data.segmentation = dataset;
+    return data;
+  }
+  auto dataset = make_detection_dataset(input, training, uses_instance_masks(config.model));
+  data.size = dataset->size();
+  data.load = [dataset](int64_t i) { return dataset->get(i); };
+  data.num_classes = dataset->num_classes();
+  data.class_names = dataset->class_names();
+  for (int64_t k = 0; k < dataset->num_classes(); ++k) data.category_ids.push_back(dataset->label_to_category_id(k));
+  data.detection = dataset;
+  return data;
+}
+
 LoaderOptions make_loader_options(const PipelineConfig& config, const InputConfig& input, bool training,
                                   int64_t batch_size, int64_t input_size) {
   LoaderOptions o;
@@ -54,6 +102,18 @@ LoaderOptions make_loader_options(const PipelineConfig& config, const InputConfi
   for (int c = 0; c < 3; ++c) {
     o.collate.normalize.mean[c] = static_cast<float>(config.model.pixel_mean[c]);
     o.collate.normalize.std[c] = static_cast<float>(config.model.pixel_std[c]);
+  }
+  if (is_segmentation_model(config)) {
+    // DeepLab: random scale by steps, crop padded with the mean colour and the ignore label;
+    // evaluation at full resolution (no resize, no padding beyond the batch's largest image).
+    o.augment.resize = training ? AugmentOptions::Resize::kDeepLab : AugmentOptions::Resize::kNone;
+    o.augment.deeplab.min_scale = input.scale_min;
+    o.augment.deeplab.max_scale = input.scale_max;
+    o.augment.deeplab.scale_step = config.model.deeplab.scale_step;
+    o.augment.deeplab.ignore_label = static_cast<uint8_t>(kIgnoreLabel);
+    for (int c = 0; c < 3; ++c)
+      o.augment.deeplab.image_fill[c] = static_cast<uint8_t>(std::lround(config.model.pixel_mean[c] * 255.0));
+    o.collate.size_divisibility = 1;
   }
   return o;
 }

@@ -1,8 +1,11 @@
 // Implements: turning a config's input section into a dataset and a loader: the reader chosen by
-// format, the box policy, and the augmentation/resize the model needs.
+// format (detection: COCO/VOC with the box policy; segmentation: image + label-PNG folders), and
+// the augmentation/resize the model needs.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "detseg/config/config.h"
 #include "detseg/data/dataset.h"
@@ -15,8 +18,28 @@ namespace detseg {
 std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training,
                                                          bool with_masks = false);
 
-// Loader options for `input`: training shuffles and augments (flip, scale jitter) forever;
-// evaluation keeps order, resizes keeping the aspect, and runs one epoch.
+// format seg_folder: images from input.images, label PNGs (same stem) from input.annotations,
+// values >= num_classes rejected unless listed in input.void_values; at most input.max_images.
+std::shared_ptr<SegmentationDataset> make_segmentation_dataset(const InputConfig& input, int64_t num_classes);
+
+// What the loader and the trainer need of a dataset, whichever kind the model takes.
+struct InputData {
+  int64_t size = 0;                      // examples
+  Loader::LoadFn load;                   // un-augmented example i, thread-safe
+  int64_t num_classes = 0;
+  std::vector<std::string> class_names;  // label order
+  std::vector<int64_t> category_ids;     // detection: the file's category id per label; else empty
+  std::shared_ptr<DetectionDataset> detection;        // set for detection models
+  std::shared_ptr<SegmentationDataset> segmentation;  // set for segmentation models
+};
+
+// The dataset of `input` for config.model.type (detector or segmenter).
+InputData make_input_data(const PipelineConfig& config, const InputConfig& input, bool training);
+
+// Loader options for `input`. Detectors: training shuffles and augments (flip, scale jitter)
+// forever; evaluation keeps order, resizes keeping the aspect, and runs one epoch. Segmenters:
+// training takes DeepLab's random scale (scale_min..scale_max by model.deeplab.scale_step), a
+// crop of input_size padded with the ignore label, and the flip; evaluation keeps full resolution.
 LoaderOptions make_loader_options(const PipelineConfig& config, const InputConfig& input, bool training,
                                   int64_t batch_size, int64_t input_size);
 

@@ -16,9 +16,11 @@
 #include "detseg/data/transforms/augment.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
+#include "detseg/models/build.h"
 #include "detseg/eval/rle.h"
 #include "detseg/train/checkpoint.h"
 #include "detseg/viz/draw.h"
+#include "detseg/viz/label_map.h"
 
 namespace detseg {
 namespace fs = std::filesystem;
@@ -39,9 +41,72 @@ std::vector<std::string> list_images(const std::string& input) {
   return files;
 }
 
+// The image at `path` as an Example the loader's augmentation accepts (no annotations).
+Example example_from_file(const std::string& path, int64_t index) {
+  Example ex;
+  ex.image = read_image(path);
+  ex.original_height = ex.image.size(1);
+  ex.original_width = ex.image.size(2);
+  ex.boxes = at::zeros({0, 4}, at::kFloat);
+  ex.classes = at::zeros({0}, at::kLong);
+  ex.iscrowd = at::zeros({0}, at::kBool);
+  ex.image_id = index;
+  return ex;
+}
+
+void write_png(const std::string& path, const cv::Mat& image) {
+  std::vector<uchar> png;
+  DETSEG_CHECK(cv::imencode(".png", image, png), path, ": PNG encoding failed");
+  write_file_atomic(path, std::string(png.begin(), png.end()));
+}
+
+// Segmenters: <stem>.png colour label map, <stem>_overlay.png on the photo, <stem>_labels.png
+// class ids (single channel), and segmentation.json with each image's class pixel fractions.
+int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions& options) {
+  torch::NoGradGuard no_grad;
+  Checkpoint checkpoint_meta = read_checkpoint(options.checkpoint);
+  nlohmann::json meta = nlohmann::json::parse(checkpoint_meta.metadata_json, nullptr, false);
+  std::vector<std::string> names;
+  if (meta.is_object() && meta.contains("class_names")) meta["class_names"].get_to(names);
+  auto model = load_segmenter(config, options.checkpoint);
+  std::vector<std::string> images = list_images(options.input);
+  make_directories(options.output);
+  LoaderOptions loader = make_loader_options(config, config.eval_input, false, 1, model->input_size());
+  nlohmann::json all = nlohmann::json::array();
+  int64_t index = 0;
+  for (const std::string& path : images) {
+    Example ex = example_from_file(path, index);
+    Rng rng(0);
+    augment(ex, loader.augment, rng);
+    const at::Tensor labels = model->segment(collate({ex}, loader.collate))[0];
+    const at::Tensor counts = at::bincount(labels.reshape({-1}), {}, model->num_classes()).to(at::kDouble);
+    nlohmann::json fractions = nlohmann::json::object();
+    for (int64_t k = 0; k < model->num_classes(); ++k) {
+      const double f = counts[k].item<double>() / static_cast<double>(labels.numel());
+      if (f > 0) fractions[k < static_cast<int64_t>(names.size()) ? names[k] : std::to_string(k)] = f;
+    }
+    const std::string stem = (fs::path(options.output) / fs::path(path).stem()).string();
+    all.push_back({{"file_name", fs::path(path).filename().string()}, {"image_id", index},
+                   {"label_map", fs::path(stem + "_labels.png").filename().string()}, {"class_fractions", fractions}});
+    const cv::Mat colour = colorize_label_map(labels);
+    cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);
+    DETSEG_CHECK(!bgr.empty(), path, ": cannot decode for drawing");
+    write_png(stem + ".png", colour);
+    write_png(stem + "_overlay.png", overlay_label_map(bgr, colour, 0.5));
+    const at::Tensor ids = labels.clamp(0, 255).to(at::kByte).contiguous();
+    write_png(stem + "_labels.png", cv::Mat(static_cast<int>(ids.size(0)), static_cast<int>(ids.size(1)), CV_8UC1,
+                                            ids.data_ptr<uint8_t>()).clone());
+    log_info(path, ": label map -> ", stem, ".png, ", stem, "_overlay.png");
+    ++index;
+  }
+  write_file_atomic((fs::path(options.output) / "segmentation.json").string(), all.dump(1) + "\n");
+  return index;
+}
+
 }  // namespace
 
 int64_t predict_images(const PipelineConfig& config, const PredictOptions& options) {
+  if (is_segmentation_model(config)) return predict_segmentation(config, options);
   torch::NoGradGuard no_grad;
   Checkpoint checkpoint_meta = read_checkpoint(options.checkpoint);
   nlohmann::json meta = nlohmann::json::parse(checkpoint_meta.metadata_json, nullptr, false);
@@ -57,14 +122,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
   for (const std::string& path : images) {
-    Example ex;
-    ex.image = read_image(path);
-    ex.original_height = ex.image.size(1);
-    ex.original_width = ex.image.size(2);
-    ex.boxes = at::zeros({0, 4}, at::kFloat);
-    ex.classes = at::zeros({0}, at::kLong);
-    ex.iscrowd = at::zeros({0}, at::kBool);
-    ex.image_id = index;
+    Example ex = example_from_file(path, index);
     Rng rng(0);
     augment(ex, loader.augment, rng);
     Batch batch = collate({ex}, loader.collate);
@@ -100,9 +158,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
     draw_masks(bgr, drawn_masks);
     draw_boxes(bgr, drawn);
     std::string out_png = (fs::path(options.output) / fs::path(path).stem()).string() + ".png";
-    std::vector<uchar> png;
-    cv::imencode(".png", bgr, png);
-    write_file_atomic(out_png, std::string(png.begin(), png.end()));
+    write_png(out_png, bgr);
     log_info(path, ": ", d.size(), " detections, ", drawn.size(), " drawn (score >= ", options.score_threshold,
              ") -> ", out_png);
     ++index;

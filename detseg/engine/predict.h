@@ -1,5 +1,6 @@
-// Implements: running a trained detector on image files: detections as JSON (COCO results form plus
-// file and class names) and the images with boxes, class names and scores drawn.
+// Implements: running a trained model on image files. Detectors: detections as JSON (COCO results
+// form plus file and class names) and the images with boxes, class names and scores drawn.
+// Segmenters: colour label maps, overlays and class-id PNGs, plus segmentation.json.
 #pragma once
 
 #include <string>
@@ -11,7 +12,7 @@ namespace detseg {
 struct PredictOptions {
   std::string checkpoint;
   std::string input;   // an image file or a folder of .jpg/.jpeg/.png
-  std::string output;  // folder: detections.json and <image>.png drawings
+  std::string output;  // folder: detections.json / segmentation.json and <image>*.png pictures
   double score_threshold = 0.3;  // drawing threshold; the JSON keeps every detection
 };
 

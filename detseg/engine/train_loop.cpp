@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
 #include "detseg/dist/data_parallel.h"
+#include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
@@ -30,22 +32,6 @@ ScheduleOptions schedule_options(const TrainConfig& t, int64_t world_size) {
   ScheduleOptions o = t.schedule;
   o.global_batch = t.batch_size * world_size;
   o.total_steps = t.num_steps;
-  return o;
-}
-
-FineTuneOptions fine_tune_options(const FineTuneConfig& f) {
-  FineTuneOptions o;
-  o.checkpoint = f.checkpoint;
-  o.type = f.type;
-  o.load_all_detection_vars = f.all_variables;
-  o.exclude_pattern = f.exclude;
-  o.skip_missing = f.skip_missing;
-  o.skip_mismatched = f.skip_mismatched;
-  for (const auto& entry : f.scope_map) {
-    auto eq = entry.find('=');
-    DETSEG_CONFIG_CHECK(eq != std::string::npos, "train.fine_tune.scope_map: expected \"ours=theirs\", got \"", entry, "\"");
-    o.scope_map.push_back({"^" + entry.substr(0, eq), entry.substr(eq + 1)});
-  }
   return o;
 }
 
@@ -78,21 +64,22 @@ class Progress {
 
 }  // namespace
 
-TrainResult train_detector(const PipelineConfig& config, const std::string& model_dir) {
+TrainResult train_model(const PipelineConfig& config, const std::string& model_dir) {
   const TrainConfig& t = config.train;
   make_directories(model_dir);
   dist::DataParallel dp(t.distributed);  // one process unless torchrun's variables say otherwise
   if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
   at::manual_seed(static_cast<uint64_t>(t.seed));
 
-  auto dataset = make_detection_dataset(config.train_input, /*training=*/true, uses_instance_masks(config.model));
-  DETSEG_CONFIG_CHECK(dataset->num_classes() == config.model.num_classes, location(config.source),
+  const InputData data = make_input_data(config, config.train_input, /*training=*/true);
+  DETSEG_CONFIG_CHECK(data.num_classes == config.model.num_classes, location(config.source),
                       "model.num_classes is ", config.model.num_classes, " but ", config.train_input.annotations,
-                      " defines ", dataset->num_classes(), " categories");
-  auto model = build_detector(config);
+                      " defines ", data.num_classes, " categories");
+  auto model = build_model(config);
   model->train();
 
-  const OptimizerOptions& opt_options = t.optimizer;
+  OptimizerOptions opt_options = t.optimizer;
+  for (const auto& m : model_gradient_multipliers(config)) opt_options.multipliers.push_back(m);
   ParameterSelection params = select_parameters(*model, opt_options);
   Schedule schedule = resolve_schedule(schedule_options(t, dp.world_size()));
   TrainOptimizer optimizer = build_optimizer(params, opt_options, learning_rate_at(schedule, 0));
@@ -112,7 +99,9 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     resumed_from = *latest;
     log_info("resumed from ", *latest, " at step ", step);
   } else {
-    FineTuneOptions ft = fine_tune_options(t.fine_tune);
+    FineTuneOptions ft = t.fine_tune;
+    if (std::string extra = model_fine_tune_exclude(config); !extra.empty())
+      ft.exclude_pattern = ft.exclude_pattern.empty() ? extra : "(" + ft.exclude_pattern + ")|" + extra;
     if (should_fine_tune(ft, model_dir)) {
       FineTuneSummary summary = fine_tune_from_checkpoint(*model, ft);
       log_info("fine-tune from ", ft.checkpoint, ":\n", summary.to_string());
@@ -126,8 +115,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
 
   // Class names travel with the weights so `detseg predict` needs no annotation file.
   nlohmann::json meta = {{"model", config.model.type}, {"detseg", DETSEG_VERSION},
-                         {"class_names", dataset->class_names()}, {"category_ids", nlohmann::json::array()}};
-  for (int64_t k = 0; k < dataset->num_classes(); ++k) meta["category_ids"].push_back(dataset->label_to_category_id(k));
+                         {"class_names", data.class_names}, {"category_ids", data.category_ids}};
   const std::string metadata = meta.dump();
   auto save = [&](int64_t at_step) {
     return checkpoints.save(capture_training_state(at_step, *model, optimizer.optimizer.get(), ema.get(),
@@ -150,8 +138,8 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
   loader_options.rank = dp.rank();
   loader_options.world_size = dp.world_size();
   if (!resumed_from.empty())
-    loader_options.start_batch = dist::resume_start_batch(resumed_from, step, dataset->size(), loader_options);
-  Loader loader(dataset->size(), [dataset](int64_t i) { return dataset->get(i); }, loader_options);
+    loader_options.start_batch = dist::resume_start_batch(resumed_from, step, data.size, loader_options);
+  Loader loader(data.size, data.load, loader_options);
 
   std::unique_ptr<MetricsJsonlWriter> metrics;  // only rank 0 writes logs and summaries
   std::unique_ptr<EventWriter> events;
@@ -159,33 +147,66 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     metrics = std::make_unique<MetricsJsonlWriter>(model_dir + "/metrics.jsonl");
     events = std::make_unique<EventWriter>(model_dir + "/train");
   }
+  dp.synchronise_batch_norm(*model);
   dp.attach(params.tensors());
+
+  // eval.every_steps: evaluate the current weights (the EMA averages when EMA is on, as `detseg
+  // eval` of that step's checkpoint would) on eval_input into model_dir/eval/, sharded over the
+  // ranks. The RNG state is put back so the evaluation does not change the training that follows.
+  std::unique_ptr<EvalRecorder> eval_recorder;
+  std::function<void(int64_t)> periodic_eval;
+  if (config.eval.every_steps > 0 && !config.eval_input.annotations.empty()) {
+    if (dp.is_main()) eval_recorder = std::make_unique<EvalRecorder>(model_dir + "/eval");
+    periodic_eval = [&](int64_t at_step) {
+      const NamedTensors rng = rng_states();
+      EvalReport evaluation;
+      {
+        EmaScope averages(ema.get(), *model);
+        evaluation = evaluate_model(config, *model, at_step, dp.group(), /*per_class=*/false);
+      }
+      model->train();
+      restore_rng_states(rng);
+      if (!eval_recorder) return;
+      eval_recorder->write(evaluation);
+      std::string headline;
+      for (size_t i = 0; i < evaluation.scalars.size() && i < 2; ++i)
+        headline += str(" ", evaluation.scalars[i].first, " ", evaluation.scalars[i].second);
+      log_info("evaluation at step ", at_step, ":", headline);
+    };
+  }
   Progress progress(step, t.num_steps);
   log_info("training ", config.model.type, " for ", t.num_steps - step, " steps, batch ", t.batch_size, ", ",
            params.trainable.size(), " trainable tensors (", params.frozen.size(), " frozen)");
 
   bool first = true;
+  auto last_log_time = std::chrono::steady_clock::now();
+  int64_t last_log_step = step;
   while (step < t.num_steps) {
     Batch batch;
     DETSEG_CHECK(loader.next(batch), "training loader ended unexpectedly");
     const double lr = learning_rate_at(schedule, step);
     optimizer.set_learning_rate(lr);
     optimizer.optimizer->zero_grad();
+    model->set_step(step);
     ModelLosses losses = model->losses(batch);
     at::Tensor l2 = l2_regularization_loss(params, opt_options.l2_weight);
     at::Tensor total = losses.total + l2;
     const double total_value = total.item<double>();
-    if (!std::isfinite(total_value)) {
+    // A non-finite loss, or a finite loss with a non-finite gradient, stops before the update: the
+    // weights and the checkpoints stay those of the last good step.
+    auto stop_non_finite = [&](const std::string& what, double value) {
       std::string parts;
-      for (auto& [name, value] : losses.parts) parts += str(" ", name, "=", value.item<double>());
+      for (auto& [name, part] : losses.parts) parts += str(" ", name, "=", part.item<double>());
       auto latest = checkpoints.latest();
-      throw Error(str("loss is ", total_value, " at step ", step, " (", parts, " ); training stopped. The last good "
+      throw Error(str(what, " is ", value, " at step ", step, " (", parts, " ); training stopped. The last good "
                       "checkpoint is ", latest ? *latest : std::string("(none)"),
                       ". HINT: lower train.schedule.learning_rate or enable train.clip_gradients_norm"));
-    }
+    };
+    if (!std::isfinite(total_value)) stop_non_finite("loss", total_value);
     total.backward();
     dp.average_gradients();
     const double grad_norm = clip_gradients_by_global_norm(params.tensors(), opt_options.clip_gradients_norm);
+    if (!std::isfinite(grad_norm)) stop_non_finite("gradient norm", grad_norm);
     optimizer.optimizer->step();
     ++step;
     if (ema) ema->update(*model, step);
@@ -194,20 +215,30 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     result.last_loss = total_value;
 
     const bool log_now = step % t.log_every == 0 || step == t.num_steps;
-    if (log_now && metrics) {
+    if (log_now) {
+      // Losses are logged as the mean over ranks (every rank takes part in the all-reduce).
+      std::vector<std::pair<std::string, double>> loss_values = {{"total_loss", total_value}};
+      for (auto& [name, value] : losses.parts) loss_values.push_back({name, value.item<double>()});
+      loss_values.push_back({"l2_loss", l2.item<double>()});
+      dp.average_across_ranks(loss_values);
       MetricsRecord record;
       record.step = step;
       record.time = unix_time_now();
       record.split = "train";
-      record.values.push_back({"total_loss", total_value});
-      for (auto& [name, value] : losses.parts) record.values.push_back({name, value.item<double>()});
-      record.values.push_back({"l2_loss", l2.item<double>()});
+      record.values = loss_values;
       record.values.push_back({"learning_rate", lr});
       record.values.push_back({"grad_norm", grad_norm});
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - last_log_time).count();
+      record.values.push_back({"steps_per_s", seconds > 0 ? static_cast<double>(step - last_log_step) / seconds : 0.0});
+      last_log_time = now;
+      last_log_step = step;
       for (auto& timing : dp.step_timings()) record.values.push_back(timing);
-      metrics->write(record);
-      for (auto& [name, value] : record.values) events->add_scalar(name, value, step);
-      events->flush();
+      if (metrics) {
+        metrics->write(record);
+        for (auto& [name, value] : record.values) events->add_scalar(name, value, step);
+        events->flush();
+      }
     }
     std::string summary = str("loss ", total_value);
     for (auto& [name, value] : losses.parts) summary += str(" ", name, " ", value.item<double>());
@@ -215,6 +246,7 @@ TrainResult train_detector(const PipelineConfig& config, const std::string& mode
     if (dp.is_main()) progress.report(step, summary, log_now);
     if (checkpoints.due(step) || step == t.num_steps)
       result.last_checkpoint = dp.is_main() ? save(step) : checkpoints.path_for_step(step);
+    if (periodic_eval && step % config.eval.every_steps == 0) periodic_eval(step);
   }
   result.step = step;
   log_info("saved ", result.last_checkpoint);

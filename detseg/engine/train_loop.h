@@ -23,6 +23,7 @@ struct TrainResult {
   std::shared_ptr<dist::ProcessGroup> group;  // data-parallel runs: for the sharded final evaluation
 };
 
-TrainResult train_detector(const PipelineConfig& config, const std::string& model_dir);
+// Trains the model config.model.type names, detector or segmenter, on config.train_input.
+TrainResult train_model(const PipelineConfig& config, const std::string& model_dir);
 
 }  // namespace detseg

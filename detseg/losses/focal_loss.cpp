@@ -68,7 +68,9 @@ struct FocalDenseFunction : public torch::autograd::Function<FocalDenseFunction>
                                          x.size(-1), static_cast<float>(alpha),
                                          static_cast<float>(gamma));
     ctx->save_for_backward({grad, normalizer});
-    return at::scalar_tensor(total, x.options()) / normalizer;
+    // A sum past the float range becomes inf (a diverging run must reach the loop's non-finite
+    // check, not fail in scalar_tensor's overflow check).
+    return at::scalar_tensor(total, x.options().dtype(at::kDouble)).to(x.scalar_type()) / normalizer;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {

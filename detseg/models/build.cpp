@@ -4,8 +4,12 @@
 
 #include "detseg/core/error.h"
 #include "detseg/models/efficientdet_network.h"
+#include "detseg/models/deeplab_network.h"
 #include "detseg/models/meta_archs/faster_rcnn.h"
 #include "detseg/models/meta_archs/dense_detector.h"
+#include "detseg/models/meta_archs/semantic_segmenter.h"
+#include "detseg/train/name_pattern.h"
+#include "detseg/train/optimizer.h"
 #include "detseg/models/retinanet_network.h"
 
 namespace detseg {
@@ -108,6 +112,55 @@ std::shared_ptr<DetectorImpl> build_faster_rcnn(const PipelineConfig& config) {
 }
 
 }  // namespace
+
+bool is_segmentation_model(const PipelineConfig& config) {
+  return config.model.type == "deeplabv3plus" || config.model.type == "deeplabv3";
+}
+
+std::shared_ptr<SegmenterImpl> build_segmenter(const PipelineConfig& config) {
+  const ModelConfig& m = config.model;
+  const DeepLabConfig& d = m.deeplab;
+  DETSEG_CONFIG_CHECK(is_segmentation_model(config), location(config.source), "model.type: ", m.type,
+                      " is not a segmentation model (deeplabv3plus, deeplabv3)");
+  DeepLabNetworkOptions net(m.num_classes);
+  net.backbone(m.backbone)
+      .output_stride(d.output_stride)
+      .decoder(m.type == "deeplabv3plus" && d.low_level_channels > 0)
+      .frozen_bn(m.frozen_batch_norm)
+      .aspp_channels(d.aspp_channels)
+      .aspp_dropout(d.aspp_dropout)
+      .image_pooling(d.image_pooling)
+      .low_level_channels(d.low_level_channels)
+      .decoder_channels(d.decoder_channels);
+  SemanticSegmenterOptions o;
+  o.num_classes = m.num_classes;
+  o.crop_size = d.crop_size;
+  o.loss.ignore_label(d.ignore_label)
+      .loss_weight(d.loss_weight)
+      .upsample_logits(d.upsample_logits)
+      .top_k_percent_pixels(d.top_k_percent_pixels)
+      .hard_example_mining_step(d.hard_example_mining_step);
+  o.eval_scales = d.eval_scales;
+  o.eval_flip = d.eval_flip;
+  return std::make_shared<SemanticSegmenterImpl>(o, DeepLabNetwork(net));
+}
+
+std::shared_ptr<ModelImpl> build_model(const PipelineConfig& config) {
+  if (is_segmentation_model(config)) return build_segmenter(config);
+  return build_detector(config);
+}
+
+std::vector<GradientMultiplier> model_gradient_multipliers(const PipelineConfig& config) {
+  if (!is_segmentation_model(config) || !config.model.deeplab.gradient_multipliers) return {};
+  return deeplab_gradient_multipliers(config.model.deeplab.last_layers, config.model.deeplab.last_layer_gradient_multiplier);
+}
+
+std::string model_fine_tune_exclude(const PipelineConfig& config) {
+  if (!is_segmentation_model(config) || config.model.deeplab.initialize_last_layer) return "";
+  std::string out;
+  for (const auto& layer : config.model.deeplab.last_layers) out += (out.empty() ? "" : "|") + escape_regex(layer);
+  return out;
+}
 
 std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config) {
   const ModelConfig& m = config.model;

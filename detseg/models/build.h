@@ -1,15 +1,32 @@
-// Implements: build_detector(config): the one place a config's model section becomes a network.
-// An explicit switch over model.type, no registry.
+// Implements: the one place a config's model section becomes a network: build_detector for the
+// detection meta-architectures, build_segmenter for DeepLab, build_model for either. An explicit
+// switch over model.type, no registry.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "detseg/config/config.h"
 #include "detseg/models/detector.h"
+#include "detseg/models/segmenter.h"
+#include "detseg/train/optimizer_options.h"
 
 namespace detseg {
 
+// model.type is a semantic-segmentation meta-architecture (deeplabv3plus, deeplabv3).
+bool is_segmentation_model(const PipelineConfig& config);
+
 std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config);
+std::shared_ptr<SegmenterImpl> build_segmenter(const PipelineConfig& config);
+std::shared_ptr<ModelImpl> build_model(const PipelineConfig& config);
+
+// Gradient multipliers the model type adds to train.gradient_multipliers (DeepLab: biases x2,
+// last layers x model.deeplab.last_layer_gradient_multiplier); empty for detectors.
+std::vector<GradientMultiplier> model_gradient_multipliers(const PipelineConfig& config);
+
+// A regex of parameter names that fine-tuning must not load on top of train.fine_tune.exclude
+// (DeepLab's last layers when initialize_last_layer is false); empty when none.
+std::string model_fine_tune_exclude(const PipelineConfig& config);
 
 // Whether the model trains on and predicts instance masks (mask_rcnn): the data pipeline then
 // carries them and evaluation adds COCO segm metrics.

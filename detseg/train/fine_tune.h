@@ -10,34 +10,13 @@
 #include <vector>
 
 #include "detseg/io/named_tensors.h"
+#include "detseg/train/fine_tune_options.h"
 #include "detseg/train/torch_fwd.h"
 
 namespace detseg {
 
 enum class FineTuneType { kDetection, kClassification };
 FineTuneType parse_fine_tune_type(const std::string& name);  // detection|classification
-
-// Rewrites one of our names into the checkpoint's: std::regex_replace of the first match.
-// A prefix map is {"^backbone\\.body\\.", ""}.
-struct ScopeRule {
-  std::string pattern;
-  std::string replacement;
-};
-
-struct FineTuneOptions {
-  std::string checkpoint;          // .dsckpt, .safetensors or torch.save file; empty: none
-  std::string type = "detection";  // detection|classification
-  // detection: load every variable (true) or only the feature extractor (false, the reference's
-  // default). classification always loads only the feature extractor.
-  bool load_all_detection_vars = false;
-  std::string feature_extractor_pattern = R"(^backbone\.)";  // regex_search on our names
-  std::vector<ScopeRule> scope_map;                          // applied in order
-  std::string exclude_pattern;   // our names matching it are not loaded (e.g. last layers)
-  bool skip_missing = false;     // a selected name absent from the checkpoint: skip or Error
-  bool skip_mismatched = false;  // a shape mismatch: skip or Error
-  std::string pth_key;           // for .pth files, see read_pth_state_dict
-  bool use_ema = false;          // for .dsckpt files: the EMA weights when present
-};
 
 struct FineTuneSummary {
   std::vector<std::string> loaded;                           // our names

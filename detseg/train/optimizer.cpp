@@ -11,20 +11,6 @@
 #include "detseg/train/name_pattern.h"
 
 namespace detseg {
-namespace {
-
-std::string escape_regex(const std::string& text) {
-  static const std::string special = R"(\^$.|?*+()[]{})";
-  std::string out;
-  for (char c : text) {
-    if (special.find(c) != std::string::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<GradientMultiplier> deeplab_gradient_multipliers(
     const std::vector<std::string>& last_layers, double last_layer_multiplier) {
   std::vector<GradientMultiplier> rules{{R"((^|\.)bias$)", 2.0}};

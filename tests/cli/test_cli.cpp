@@ -2,32 +2,21 @@
 // file, line and key.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "command_runner.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
+using CliRun = detseg::testing::CommandRun;
 
 // `env`: variable assignments put before the command, e.g. "DETSEG_ENGINE=/x".
 CliRun run(const std::string& args, const std::string& env = "") {
-  CliRun r;
-  std::string command = env + " " + std::string(DETSEG_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return detseg::testing::run_command(env + " " + std::string(DETSEG_BINARY) + " " + args);
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {

@@ -154,3 +154,28 @@ TEST(Config, MalformedGradientMultiplierNamesLineAndEntry) {
   yaml.insert(yaml.find("train_input:"), "  gradient_multipliers: [\"bias=-1\"]\n");
   EXPECT_NE(error_of(yaml).find("train.gradient_multipliers[0]: expected"), std::string::npos);
 }
+
+// train.fine_tune.* fills train/'s FineTuneOptions directly: "ours=theirs" prefixes become anchored
+// scope rules, checked at config time, and written back as they were given.
+TEST(Config, FineTuneKeysFillTheFineTuneOptions) {
+  auto c = parse_config(kMinimal, "configs/x.yaml",
+                        {"train.fine_tune.scope_map=['backbone.=body.', 'fpn.=']", "train.fine_tune.all_variables=true",
+                         "train.fine_tune.exclude=^head\\.", "train.fine_tune.type=classification"});
+  const detseg::FineTuneOptions& f = c.train.fine_tune;
+  ASSERT_EQ(f.scope_map.size(), 2u);
+  EXPECT_EQ(f.scope_map[0].pattern, "^backbone.");
+  EXPECT_EQ(f.scope_map[0].replacement, "body.");
+  EXPECT_EQ(f.scope_map[1].pattern, "^fpn.");
+  EXPECT_EQ(f.scope_map[1].replacement, "");
+  EXPECT_TRUE(f.load_all_detection_vars);
+  EXPECT_EQ(f.exclude_pattern, "^head\\.");
+  EXPECT_EQ(f.type, "classification");
+  EXPECT_TRUE(f.skip_missing);  // the config's default
+  auto again = parse_config(detseg::config_to_yaml(c), "/abs/resolved.yaml");
+  ASSERT_EQ(again.train.fine_tune.scope_map.size(), 2u);
+  EXPECT_EQ(again.train.fine_tune.scope_map[0].pattern, "^backbone.");
+  EXPECT_EQ(again.train.fine_tune.scope_map[1].replacement, "");
+  std::string yaml = std::string(kMinimal);
+  yaml.insert(yaml.find("train_input:"), "  fine_tune:\n    scope_map: [\"a=b\", \"nomap\"]\n");
+  EXPECT_EQ(error_of(yaml), "configs/x.yaml:8: train.fine_tune.scope_map[1]: expected \"ours=theirs\", got \"nomap\"");
+}

@@ -1,11 +1,9 @@
 // Implements: tests of `detseg convert voc` end to end: real bccd split to COCO JSON, read back; errors exit 1 and write nothing.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <filesystem>
 
+#include "command_runner.h"
 #include "data_test_util.h"
 #include "detseg/core/files.h"
 #include "detseg/data/readers/coco.h"
@@ -14,20 +12,10 @@ using namespace detseg;
 namespace fs = std::filesystem;
 
 namespace {
-struct CliRun {
-  int code;
-  std::string output;
-};
+using CliRun = detseg::testing::CommandRun;
 
 CliRun detseg_cli(const std::string& args) {
-  CliRun r{-1, ""};
-  FILE* pipe = popen((std::string(DETSEG_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  if (!pipe) return r;
-  char buf[512];
-  while (fgets(buf, sizeof buf, pipe)) r.output += buf;
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return detseg::testing::run_command(std::string(DETSEG_BINARY) + " " + args);
 }
 }  // namespace
 

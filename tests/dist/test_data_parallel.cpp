@@ -8,6 +8,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/optim/sgd.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "detseg/data/loader.h"
 #include "detseg/dist/data_parallel.h"
 #include "detseg/dist/launch.h"
+#include "detseg/models/layers/frozen_batch_norm.h"
 
 namespace fs = std::filesystem;
 
@@ -40,17 +42,24 @@ detseg::Example tiny_example(int64_t i) {
 }
 
 // Trains a conv + linear regressor kSteps steps with plain SGD on a mean-over-batch loss; returns
-// the flattened parameters. Under WORLD_SIZE=2 each rank starts from a different seed, so equal
-// results also show the broadcast of rank 0's weights.
-std::vector<float> train_tiny(int64_t batch_size) {
+// the flattened parameters (then, with batch norm, its running statistics). Under WORLD_SIZE=2
+// each rank starts from a different seed, so equal results also show the broadcast of rank 0's
+// weights. `batch_norm`: a trainable batch norm after the conv, synchronised across ranks when
+// `sync_bn`.
+std::vector<float> train_tiny(int64_t batch_size, bool batch_norm = false, bool sync_bn = false) {
   detseg::DistributedConfig dc;
   dc.timeout_s = 30;
-  dc.bucket_mb = 0.0002;  // ~200 bytes: the 4 tensors land in several buckets
+  dc.bucket_mb = 0.0002;  // ~200 bytes: the tensors land in several buckets
+  dc.sync_batch_norm = sync_bn;
   detseg::dist::DataParallel dp(dc);
   at::manual_seed(static_cast<uint64_t>(7 + 100 * dp.rank()));
-  torch::nn::Sequential net(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).padding(1)), torch::nn::ReLU(),
-                            torch::nn::Flatten(), torch::nn::Linear(64, 1));
+  torch::nn::Sequential net(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).padding(1)));
+  if (batch_norm) net->push_back(detseg::Norm2d(detseg::Norm2dOptions(4)));
+  net->push_back(torch::nn::ReLU());
+  net->push_back(torch::nn::Flatten());
+  net->push_back(torch::nn::Linear(64, 1));
   dp.broadcast_module(*net);
+  EXPECT_EQ(dp.synchronise_batch_norm(*net), sync_bn && dp.world_size() > 1 ? 1 : 0);
   std::vector<at::Tensor> params = net->parameters();
   torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.05));
   dp.attach(params);
@@ -78,11 +87,60 @@ std::vector<float> train_tiny(int64_t batch_size) {
     sgd.step();
   }
   std::vector<float> flat;
-  for (auto& p : params) {
+  std::vector<at::Tensor> state = params;
+  for (auto& b : net->buffers())
+    if (b.is_floating_point()) state.push_back(b);
+  for (auto& p : state) {
     at::Tensor c = p.detach().contiguous().view({-1});
     flat.insert(flat.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
   }
   return flat;
+}
+
+// Runs the DataParallelWorker.TinyModel test in 2 processes (this program, torchrun's variables)
+// with DETSEG_TEST_DIST_BN=`bn` and returns each rank's flattened result.
+std::vector<std::vector<float>> run_two_workers(const std::string& name, const std::string& bn, size_t size) {
+  const fs::path dir = fs::temp_directory_path() / "detseg_test_dist_tiny";
+  fs::create_directories(dir);
+  const int port = detseg::dist::pick_free_port();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    fs::remove(dir / (name + std::to_string(r) + ".bin"));
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", "2", 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::setenv("DETSEG_TEST_DIST_OUT", (dir / (name + std::to_string(r) + ".bin")).c_str(), 1);
+      ::setenv("DETSEG_TEST_DIST_BN", bn.c_str(), 1);
+      char filter[] = "--gtest_filter=DataParallelWorker.TinyModel";
+      char* argv[] = {const_cast<char*>("test_dist"), filter, nullptr};
+      ::execv("/proc/self/exe", argv);
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<std::vector<float>> results;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "worker status " << status;
+  }
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream in(dir / (name + std::to_string(r) + ".bin"), std::ios::binary);
+    std::vector<float> got(size);
+    in.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * sizeof(float)));
+    EXPECT_TRUE(in.good()) << "rank " << r << " wrote no parameters";
+    results.push_back(got);
+  }
+  return results;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k) m = std::max(m, std::abs(double(a[k]) - b[k]));
+  return m;
 }
 
 }  // namespace
@@ -91,49 +149,56 @@ std::vector<float> train_tiny(int64_t batch_size) {
 TEST(DataParallelWorker, TinyModel) {
   const char* out = std::getenv("DETSEG_TEST_DIST_OUT");
   if (out == nullptr) GTEST_SKIP() << "worker of DataParallel.TwoProcessesBatchOneEqualOneProcessBatchTwo";
-  std::vector<float> flat = train_tiny(1);
+  const std::string bn = std::getenv("DETSEG_TEST_DIST_BN") ? std::getenv("DETSEG_TEST_DIST_BN") : "";
+  std::vector<float> flat = train_tiny(1, !bn.empty(), bn == "sync");
   std::ofstream(out, std::ios::binary).write(reinterpret_cast<const char*>(flat.data()),
                                              static_cast<std::streamsize>(flat.size() * sizeof(float)));
 }
 
 TEST(DataParallel, TwoProcessesBatchOneEqualOneProcessBatchTwo) {
   const std::vector<float> single = train_tiny(2);
-  const fs::path dir = fs::temp_directory_path() / "detseg_test_dist_tiny";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const int port = detseg::dist::pick_free_port();
-  std::vector<pid_t> pids;
+  std::vector<std::vector<float>> ranks = run_two_workers("plain", "", single.size());
   for (int r = 0; r < 2; ++r) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", "2", 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      ::setenv("DETSEG_TEST_DIST_OUT", (dir / ("rank" + std::to_string(r) + ".bin")).c_str(), 1);
-      char filter[] = "--gtest_filter=DataParallelWorker.TinyModel";
-      char* argv[] = {const_cast<char*>("test_dist"), filter, nullptr};
-      ::execv("/proc/self/exe", argv);
-      ::_exit(127);
-    }
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "worker status " << status;
-  }
-  for (int r = 0; r < 2; ++r) {
-    std::ifstream in(dir / ("rank" + std::to_string(r) + ".bin"), std::ios::binary);
-    std::vector<float> got(single.size());
-    in.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * sizeof(float)));
-    ASSERT_TRUE(in.good()) << "rank " << r << " wrote no parameters";
-    double max_diff = 0;
-    for (size_t k = 0; k < got.size(); ++k) max_diff = std::max(max_diff, std::abs(double(got[k]) - single[k]));
+    const double max_diff = max_abs_diff(ranks[static_cast<size_t>(r)], single);
     std::printf("rank %d: max |diff| to 1 process x batch 2 after %d steps: %.3g\n", r, kSteps, max_diff);
     EXPECT_LT(max_diff, 1e-5) << "rank " << r;
   }
+}
+
+// With a trainable batch norm, 2 processes x batch 1 equal 1 process x batch 2 (weights and running
+// statistics) only when the batch norm is synchronised: with local batch norm each rank normalises
+// its one image by itself, and the weights come out different.
+TEST(DataParallel, SyncBatchNormTwoProcessesEqualOneProcessBatchTwo) {
+  const std::vector<float> single = train_tiny(2, /*batch_norm=*/true);
+  std::vector<std::vector<float>> synced = run_two_workers("sync", "sync", single.size());
+  std::vector<std::vector<float>> local = run_two_workers("local", "local", single.size());
+  const double sync_diff = std::max(max_abs_diff(synced[0], single), max_abs_diff(synced[1], single));
+  const double local_diff = max_abs_diff(local[0], single);
+  std::printf("batch norm after %d steps, max |diff| to 1 process x batch 2: synchronised %.3g, local %.3g\n",
+              kSteps, sync_diff, local_diff);
+  EXPECT_LT(sync_diff, 1e-5);
+  EXPECT_GT(local_diff, 1e-3);
+}
+
+// One replica: sync_batch_norm is at::batch_norm in training mode, output, running statistics and
+// gradients (x, weight, bias).
+TEST(DataParallel, SyncBatchNormOneReplicaEqualsBatchNorm) {
+  at::manual_seed(3);
+  at::Tensor x = (at::randn({2, 3, 5, 4}) * 2 + 1).requires_grad_();
+  at::Tensor w = at::rand({3}).add_(0.5).requires_grad_(), b = at::randn({3}).requires_grad_();
+  at::Tensor rm1 = at::randn({3}), rv1 = at::rand({3}).add_(0.5), rm2 = rm1.clone(), rv2 = rv1.clone();
+  at::Tensor upstream = at::randn({2, 3, 5, 4});
+  int calls = 0;
+  detseg::ReplicaSum sum = [&](at::Tensor&) { ++calls; };
+  at::Tensor y1 = detseg::sync_batch_norm(x, w, b, rm1, rv1, 0.1, 1e-5, sum);
+  auto g1 = torch::autograd::grad({(y1 * upstream).sum()}, {x, w, b});
+  at::Tensor y2 = at::batch_norm(x, w, b, rm2, rv2, true, 0.1, 1e-5, false);
+  auto g2 = torch::autograd::grad({(y2 * upstream).sum()}, {x, w, b});
+  EXPECT_EQ(calls, 2);  // one all-reduce in forward, one in backward
+  EXPECT_TRUE(at::allclose(y1, y2, 1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(rm1, rm2, 1e-6, 1e-6));
+  EXPECT_TRUE(at::allclose(rv1, rv2, 1e-5, 1e-5));
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(at::allclose(g1[i], g2[i], 1e-4, 1e-5)) << i;
 }
 
 // Hand-worked: 10 examples, saved 2 ranks x batch 1 (5 batches per rank and epoch). Step 7 is

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_runner.h"
 #include "detseg/core/error.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/train/checkpoint.h"
@@ -25,28 +26,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct CmdRun {
-  int code = -1;
-  std::string output;
-};
+using detseg::testing::read_text;
+using detseg::testing::start_background;
+using detseg::testing::wait_for;
+using CmdRun = detseg::testing::CommandRun;
 
 CmdRun run(const std::string& args) {
-  CmdRun r;
-  std::string command = "timeout 120 " + std::string(DETSEG_BINARY) + " --threads 1 " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return detseg::testing::run_command("timeout 120 " + std::string(DETSEG_BINARY) + " --threads 1 " + args);
 }
 
 int count_lines(const fs::path& p) {
@@ -89,16 +75,6 @@ const fs::path& workdir() {
 
 std::string config() { return (workdir() / "config.yaml").string(); }
 
-std::pair<pid_t, fs::path> start_background(const std::string& args, const fs::path& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::string command = std::string(DETSEG_BINARY) + " --threads 1 " + args + " > " + log.string() + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), nullptr);
-    ::_exit(127);
-  }
-  return {pid, log};
-}
-
 // The worker of `launcher` whose environment holds RANK=<rank>, or -1.
 pid_t worker_pid(pid_t launcher, int rank) {
   const std::string l = std::to_string(launcher);
@@ -114,28 +90,16 @@ pid_t worker_pid(pid_t launcher, int rank) {
   return -1;
 }
 
-// Waits for `pid` up to `seconds`; returns its wait status, or -1 (then kills it) on timeout.
-int wait_for(pid_t pid, double seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
-
-// Starts a long --nproc 2 run, waits until rank 0 logged a step, then hands back the launcher.
-pid_t start_long_run(const std::string& name, const std::string& extra) {
+// Starts a long --nproc 2 run, waits until rank 0 logged `steps` steps, then hands back the launcher.
+pid_t start_long_run(const std::string& name, const std::string& extra, int steps = 1) {
   fs::path model = workdir() / name;
   fs::remove_all(model);
-  auto [launcher, log] =
-      start_background("train --nproc 2 --config " + config() + " --model-dir " + model.string() +
-                           " --set train.num_steps=100000 " + extra, workdir() / (name + ".log"));
+  const pid_t launcher =
+      start_background(std::string(DETSEG_BINARY) + " --threads 1 train --nproc 2 --config " + config() +
+                           " --model-dir " + model.string() + " --set train.num_steps=100000 " + extra,
+                       workdir() / (name + ".log"));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline && count_lines(model / "metrics.jsonl") < 1)
+  while (std::chrono::steady_clock::now() < deadline && count_lines(model / "metrics.jsonl") < steps)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   return launcher;
 }
@@ -189,6 +153,18 @@ TEST(TrainNproc, TwoWorkersMatchOneProcessAndResumeInOne) {
         << name;
   // Only rank 0 logs: one metrics line per step.
   EXPECT_EQ(count_lines(two / "metrics.jsonl"), 2);
+  // Logged losses are the mean over ranks. At step 1 both runs hold the same initial weights; with
+  // no objects each image's loss is normalised by 1, so the batch-2 loss is the sum of the two
+  // images' losses and the 2-rank mean is half of it (rank 0's own loss is one image's).
+  auto first_loss = [](const fs::path& metrics) {
+    std::istringstream lines(read_text(metrics));
+    std::string line;
+    std::getline(lines, line);
+    return nlohmann::json::parse(line)["total_loss"].get<double>();
+  };
+  const double one_loss = first_loss(one / "metrics.jsonl"), two_loss = first_loss(two / "metrics.jsonl");
+  std::printf("step-1 total_loss: 1 x batch 2 %.6f, mean over 2 ranks %.6f\n", one_loss, two_loss);
+  EXPECT_NEAR(2 * two_loss, one_loss, 1e-5 * one_loss);
 
   // The 2-process run (saved 2 x batch 1) resumes in one process with batch 1.
   CmdRun c = run("train --config " + config() + " --model-dir " + two.string() + " --set train.num_steps=3");
@@ -199,8 +175,40 @@ TEST(TrainNproc, TwoWorkersMatchOneProcessAndResumeInOne) {
   EXPECT_EQ(count_lines(two / "metrics.jsonl"), 3);
 }
 
+// Trainable batch norm (all ResNet stages) with train.distributed.sync_batch_norm: the 2 x batch 1
+// run still equals 1 x batch 2 (weights and running statistics), through the real train loop.
+TEST(TrainNproc, SyncBatchNormMatchesOneProcess) {
+  const fs::path one = workdir() / "sbn-one", two = workdir() / "sbn-two";
+  fs::remove_all(one);
+  fs::remove_all(two);
+  const std::string common = " --config " + config() +
+                             " --set model.frozen_batch_norm=false --set model.trainable_backbone_stages=5"
+                             " --set \"eval_input.annotations=''\"";
+  CmdRun a = run("train --model-dir " + one.string() + common +
+                 " --set train.batch_size=2 --set train.schedule.learning_rate=0.5");
+  ASSERT_EQ(a.code, 0) << a.output;
+  CmdRun b = run("train --nproc 2 --model-dir " + two.string() + common + " --set train.distributed.sync_batch_norm=true");
+  ASSERT_EQ(b.code, 0) << b.output;
+  EXPECT_NE(b.output.find("data-parallel: 20 batch-norm layers synchronised across 2 ranks"), std::string::npos)
+      << b.output;
+  detseg::Checkpoint ca = detseg::read_checkpoint((one / "ckpt-2.dsckpt").string());
+  detseg::Checkpoint cb = detseg::read_checkpoint((two / "ckpt-2.dsckpt").string());
+  ASSERT_EQ(ca.model.size(), cb.model.size());
+  double max_diff = 0, max_stats_diff = 0;
+  for (size_t k = 0; k < ca.model.size(); ++k) {
+    if (!ca.model[k].second.is_floating_point()) continue;
+    const double d = (ca.model[k].second - cb.model[k].second).abs().max().item<double>();
+    max_diff = std::max(max_diff, d);
+    if (ca.model[k].first.find("running_") != std::string::npos) max_stats_diff = std::max(max_stats_diff, d);
+  }
+  std::printf("sync batch norm, 2 x batch 1 vs 1 x batch 2: max |diff| %.3g (running stats %.3g)\n", max_diff,
+              max_stats_diff);
+  EXPECT_LT(max_diff, 1e-4);
+}
+
 TEST(TrainNproc, KilledWorkerStopsTheJob) {
-  pid_t launcher = start_long_run("killed", "");
+  // A checkpoint every step, so rank 0 is often saving when the other worker dies.
+  pid_t launcher = start_long_run("killed", "--set train.checkpoint_every=1 --set train.keep_checkpoints=2", 2);
   pid_t rank1 = worker_pid(launcher, 1);
   ASSERT_GT(rank1, 0) << read_text(workdir() / "killed.log");
   ::kill(rank1, SIGKILL);
@@ -211,6 +219,13 @@ TEST(TrainNproc, KilledWorkerStopsTheJob) {
   EXPECT_NE(log.find("worker rank 1 (pid " + std::to_string(rank1) + ") was killed by signal 9"), std::string::npos)
       << log;
   EXPECT_EQ(worker_pid(launcher, 0), -1);
+  // No corrupt checkpoint: every one left loads, the latest included (step 1 was saved before step
+  // 2 was logged).
+  detseg::CheckpointManager manager(detseg::CheckpointManagerOptions{(workdir() / "killed").string(), 2, 1});
+  auto latest = manager.latest();
+  ASSERT_TRUE(latest.has_value()) << log;
+  EXPECT_GE(detseg::read_checkpoint(*latest).step, 1);
+  for (const auto& entry : manager.list()) EXPECT_NO_THROW(detseg::read_checkpoint(entry.path)) << entry.path;
 }
 
 TEST(TrainNproc, HungWorkerTimesOutWithAClearError) {

@@ -49,7 +49,7 @@ TEST(Overfit, RetinaNetOnTwoRealImagesReachesAp50One) {
       "eval: {batch_size: 2}\n"
       "eval_input: {annotations: '", annotations, "', images: '", images, "', num_workers: 1}\n");
   detseg::PipelineConfig config = detseg::parse_config(yaml, dir + "/overfit.yaml");
-  detseg::TrainResult result = detseg::train_detector(config, dir + "/model");
+  detseg::TrainResult result = detseg::train_model(config, dir + "/model");
   EXPECT_EQ(result.step, 240);
   EXPECT_LT(result.last_loss, 0.1 * result.first_loss) << "first " << result.first_loss << " last " << result.last_loss;
 

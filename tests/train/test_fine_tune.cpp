@@ -84,6 +84,7 @@ TEST(FineTune, MissingTensorsErrorUnlessSkipped) {
   o.type = "classification";
   o.checkpoint = "ckpt.pth";
   o.scope_map = {{R"(^backbone\.)", ""}};
+  o.skip_missing = false;
   try {
     apply_fine_tune(*det, source, o);
     FAIL();

@@ -46,7 +46,7 @@ detseg::DetectionEvalResult train_and_evaluate(const std::string& name, const st
       "eval: {batch_size: 2}\n"
       "eval_input: {annotations: '", annotations, "', images: '", images, "', num_workers: 1}\n");
   detseg::PipelineConfig config = detseg::parse_config(yaml, dir + "/overfit.yaml");
-  detseg::TrainResult result = detseg::train_detector(config, dir + "/model");
+  detseg::TrainResult result = detseg::train_model(config, dir + "/model");
   EXPECT_EQ(result.step, steps);
   EXPECT_LT(result.last_loss, 0.25 * result.first_loss) << "first " << result.first_loss << " last " << result.last_loss;
   auto model = detseg::load_detector(config, result.last_checkpoint);

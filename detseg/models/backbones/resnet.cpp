@@ -34,7 +34,7 @@ DepthSpec depth_spec(int64_t depth) {
 }  // namespace
 
 ResNetBlockImpl::ResNetBlockImpl(int64_t in, int64_t planes, int64_t stride, bool bottleneck_,
-                                 bool frozen_bn)
+                                 bool frozen_bn, int64_t dilation)
     : bottleneck(bottleneck_) {
   const int64_t expansion = bottleneck ? 4 : 1;
   const int64_t out = planes * expansion;
@@ -42,14 +42,15 @@ ResNetBlockImpl::ResNetBlockImpl(int64_t in, int64_t planes, int64_t stride, boo
     // torchvision v1.5: the stride sits on the 3x3 conv.
     conv1 = register_module("conv1", make_conv2d(in, planes, 1, 1, false));
     bn1 = register_module("bn1", make_norm(planes, frozen_bn));
-    conv2 = register_module("conv2", make_conv2d(planes, planes, 3, stride, false));
+    conv2 = register_module("conv2", make_conv2d(planes, planes, 3, stride, false, 1, dilation));
     bn2 = register_module("bn2", make_norm(planes, frozen_bn));
     conv3 = register_module("conv3", make_conv2d(planes, out, 1, 1, false));
     bn3 = register_module("bn3", make_norm(out, frozen_bn));
   } else {
-    conv1 = register_module("conv1", make_conv2d(in, planes, 3, stride, false));
+    // torchvision's BasicBlock refuses dilation; here both 3x3 convs take it (mmsegmentation's rule).
+    conv1 = register_module("conv1", make_conv2d(in, planes, 3, stride, false, 1, dilation));
     bn1 = register_module("bn1", make_norm(planes, frozen_bn));
-    conv2 = register_module("conv2", make_conv2d(planes, planes, 3, 1, false));
+    conv2 = register_module("conv2", make_conv2d(planes, planes, 3, 1, false, 1, dilation));
     bn2 = register_module("bn2", make_norm(planes, frozen_bn));
   }
   if (stride != 1 || in != out) {
@@ -76,6 +77,8 @@ ResNetImpl::ResNetImpl(const ResNetOptions& options_) : options(options_) {
   DETSEG_CONFIG_CHECK(options.frozen_stages() >= 0 && options.frozen_stages() <= 5,
                       "ResNet: frozen_stages must be in [0, 5], got ", options.frozen_stages());
   DETSEG_CONFIG_CHECK(!options.returned_layers().empty(), "ResNet: returned_layers is empty");
+  DETSEG_CONFIG_CHECK(options.replace_stride_with_dilation().size() == 3,
+                      "ResNet: replace_stride_with_dilation needs 3 entries (layer2..layer4)");
   for (int64_t l : options.returned_layers()) {
     DETSEG_CONFIG_CHECK(l >= 1 && l <= 4, "ResNet: returned_layers entries must be in [1, 4], got ", l);
   }
@@ -87,19 +90,29 @@ ResNetImpl::ResNetImpl(const ResNetOptions& options_) : options(options_) {
   bn1 = register_module("bn1", make_norm(64, frozen));
   int64_t in = 64;
   const int64_t expansion = spec.bottleneck ? 4 : 1;
+  int64_t dilation = 1, output_stride = 4;
   for (int64_t s = 0; s < 4; ++s) {
     const int64_t planes = 64 << s;
+    int64_t stage_stride = s > 0 ? 2 : 1;
+    // torchvision's _make_layer: a dilated stage's first block keeps the previous dilation.
+    const int64_t previous_dilation = dilation;
+    if (s > 0 && options.replace_stride_with_dilation()[static_cast<size_t>(s - 1)]) {
+      dilation *= stage_stride;
+      stage_stride = 1;
+    }
+    output_stride *= stage_stride;
     torch::nn::ModuleList layer;
     std::vector<ResNetBlock> blocks;
     for (int64_t b = 0; b < spec.blocks[s]; ++b) {
-      const int64_t stride = (b == 0 && s > 0) ? 2 : 1;
-      blocks.emplace_back(in, planes, stride, spec.bottleneck, frozen);
+      blocks.emplace_back(in, planes, b == 0 ? stage_stride : 1, spec.bottleneck, frozen,
+                          b == 0 ? previous_dilation : dilation);
       layer->push_back(blocks.back());
       in = planes * expansion;
     }
     register_module("layer" + std::to_string(s + 1), layer);
     stages.push_back(std::move(blocks));
     stage_channels.push_back(in);
+    stage_strides.push_back(output_stride);
   }
   // torchvision's init: kaiming normal (fan_out, relu) for convs; BN weight 1, bias 0 (already).
   for (auto& p : named_parameters(/*recurse=*/true)) {
@@ -142,7 +155,7 @@ std::vector<FeatureSpec> ResNetImpl::feature_specs() const {
   auto wanted = options.returned_layers();
   std::sort(wanted.begin(), wanted.end());
   for (int64_t l : wanted) {
-    specs.push_back({"layer" + std::to_string(l), stage_channels[l - 1], int64_t{4} << (l - 1)});
+    specs.push_back({"layer" + std::to_string(l), stage_channels[l - 1], stage_strides[l - 1]});
   }
   return specs;
 }

@@ -20,13 +20,19 @@ struct ResNetOptions {
   TORCH_ARG(int64_t, frozen_stages) = 2;
   // Which of layer1..layer4 (1..4) to return; torchvision's returned_layers. RetinaNet: {2, 3, 4}.
   TORCH_ARG(std::vector<int64_t>, returned_layers) = std::vector<int64_t>{2, 3, 4};
+  // torchvision's replace_stride_with_dilation for layer2..layer4: a stage marked true keeps the
+  // resolution and dilates its 3x3 convs instead (DeepLab's atrous ResNet). Output stride 16:
+  // {false, false, true}; 8: {false, true, true}.
+  TORCH_ARG(std::vector<bool>, replace_stride_with_dilation) = std::vector<bool>{false, false, false};
 };
 
 // One residual block (BasicBlock for 18/34, Bottleneck for 50/101). Children: conv1, bn1, conv2,
 // bn2, [conv3, bn3], [downsample.0 conv, downsample.1 norm].
 class ResNetBlockImpl : public torch::nn::Module {
  public:
-  ResNetBlockImpl(int64_t in, int64_t planes, int64_t stride, bool bottleneck, bool frozen_bn);
+  // `dilation` applies to the 3x3 convs (padding = dilation), as torchvision's Bottleneck.
+  ResNetBlockImpl(int64_t in, int64_t planes, int64_t stride, bool bottleneck, bool frozen_bn,
+                  int64_t dilation = 1);
   at::Tensor forward(const at::Tensor& x);
 
   bool bottleneck;
@@ -51,6 +57,7 @@ class ResNetImpl : public BackboneImpl {
   Norm2d bn1{nullptr};
   std::vector<std::vector<ResNetBlock>> stages;  // layer1..layer4
   std::vector<int64_t> stage_channels;
+  std::vector<int64_t> stage_strides;  // output stride after each stage (dilation keeps it)
 };
 TORCH_MODULE(ResNet);
 

@@ -11,7 +11,7 @@
 
 namespace detseg {
 
-enum class Activation { kNone, kReLU, kSiLU, kSigmoid };
+enum class Activation { kNone, kReLU, kSiLU, kSigmoid, kReLU6 };
 
 // Applies the activation (swish is SiLU).
 at::Tensor apply_activation(const at::Tensor& x, Activation act);
@@ -25,6 +25,7 @@ struct ConvBnActOptions {
   TORCH_ARG(int64_t, kernel);
   TORCH_ARG(int64_t, stride) = 1;
   TORCH_ARG(int64_t, groups) = 1;
+  TORCH_ARG(int64_t, dilation) = 1;      // padding dilation * (kernel - 1) / 2
   TORCH_ARG(bool, norm) = true;          // false: conv with bias, no "1" child
   TORCH_ARG(bool, frozen_norm) = false;
   TORCH_ARG(double, eps) = 1e-5;
@@ -46,11 +47,11 @@ TORCH_MODULE(ConvBnAct);
 // norm(conv(x)). With a frozen norm the affine is folded into the conv (weight * scale, bias =
 // shift), so training and inference skip a separate pass over the activations, forward and
 // backward; gradients still reach conv.weight through the fold. Same values up to rounding.
-// Assumes "same" padding (k - 1) / 2, as make_conv2d builds.
+// Assumes "same" padding dilation * (k - 1) / 2, as make_conv2d builds.
 at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x);
 
-// Plain conv with torchvision-style "same" padding (k - 1) / 2.
+// Plain conv with torchvision-style "same" padding dilation * (k - 1) / 2.
 torch::nn::Conv2d make_conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
-                              bool bias = true, int64_t groups = 1);
+                              bool bias = true, int64_t groups = 1, int64_t dilation = 1);
 
 }  // namespace detseg

@@ -39,6 +39,8 @@ at::Tensor Norm2dImpl::forward(const at::Tensor& x) {
     at::NoGradGuard no_grad;
     num_batches_tracked.add_(1);
   }
+  if (use_batch_stats && replica_sum)
+    return sync_batch_norm(x, weight, bias, running_mean, running_var, options.momentum(), options.eps(), replica_sum);
   // Frozen: one fused affine kernel (batch_norm in inference mode) instead of torchvision's
   // x * scale + bias; same values, and it has a backward for the input.
   return at::batch_norm(x, weight, bias, running_mean, running_var, use_batch_stats,

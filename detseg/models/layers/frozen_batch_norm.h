@@ -6,6 +6,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "detseg/models/layers/sync_batch_norm.h"
+
 namespace detseg {
 
 struct Norm2dOptions {
@@ -28,6 +30,9 @@ class Norm2dImpl : public torch::nn::Module {
 
   Norm2dOptions options;
   at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  // Set (by dist::DataParallel, train.distributed.sync_batch_norm) on trainable layers of a
+  // data-parallel job: training then normalises over the global batch (sync_batch_norm).
+  ReplicaSum replica_sum;
 };
 TORCH_MODULE(Norm2d);
 

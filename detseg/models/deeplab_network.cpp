@@ -1,0 +1,69 @@
+// Implements: DeepLabv3 / DeepLabv3+'s network (see the header).
+#include "detseg/models/deeplab_network.h"
+
+#include <ATen/ATen.h>
+
+#include "detseg/core/error.h"
+#include "detseg/models/backbones/mobilenet_v2.h"
+#include "detseg/models/backbones/resnet.h"
+
+namespace detseg {
+namespace {
+
+std::shared_ptr<BackboneImpl> make_backbone(const DeepLabNetworkOptions& o) {
+  const int64_t os = o.output_stride();
+  DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, "DeepLab: output_stride must be 8, 16 or 32, got ", os);
+  const std::string& name = o.backbone();
+  if (name.rfind("resnet", 0) == 0) {
+    ResNetOptions r(std::stoll(name.substr(6)));
+    // Output stride 8: layer3 and layer4 dilate; 16: layer4; 32: none.
+    r.frozen_bn(o.frozen_bn()).frozen_stages(0).replace_stride_with_dilation({false, os <= 8, os <= 16});
+    r.returned_layers(o.decoder() ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{4});
+    return std::make_shared<ResNetImpl>(r);
+  }
+  if (name == "mobilenet_v2") {
+    MobileNetV2Options m;
+    m.output_stride(os).frozen_bn(o.frozen_bn());
+    m.returned_blocks(o.decoder() ? std::vector<int64_t>{3, 17} : std::vector<int64_t>{17});
+    return std::make_shared<MobileNetV2Impl>(m);
+  }
+  throw ConfigError("model.backbone: DeepLab takes resnet18/34/50/101 or mobilenet_v2, got " + name);
+}
+
+}  // namespace
+
+std::vector<std::string> deeplab_last_layers() { return {"aspp.", "decoder.", "classifier."}; }
+
+DeepLabNetworkImpl::DeepLabNetworkImpl(const DeepLabNetworkOptions& options_) : options(options_) {
+  backbone = register_module("backbone", make_backbone(options));
+  const std::vector<FeatureSpec> specs = backbone->feature_specs();
+  DETSEG_CHECK(specs.back().stride == options.output_stride(), "DeepLab: backbone ", options.backbone(),
+               " ends at stride ", specs.back().stride, ", expected ", options.output_stride());
+  aspp = register_module("aspp", Aspp(AsppOptions(specs.back().channels, aspp_rates_for_output_stride(options.output_stride()))
+                                          .channels(options.aspp_channels())
+                                          .dropout(options.aspp_dropout())
+                                          .image_pooling(options.image_pooling())));
+  int64_t head_channels = options.aspp_channels();
+  if (options.decoder()) {
+    DETSEG_CHECK(specs.front().stride == 4, "DeepLab decoder: low-level features must have stride 4, got ",
+                 specs.front().stride);
+    decoder = register_module("decoder", DeepLabDecoder(DeepLabDecoderOptions(specs.front().channels, options.aspp_channels())
+                                                            .low_level_channels(options.low_level_channels())
+                                                            .channels(options.decoder_channels())));
+    head_channels = options.decoder_channels();
+  }
+  classifier = register_module("classifier", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_channels, options.num_classes(), 1)));
+}
+
+std::vector<at::Tensor> DeepLabNetworkImpl::features(const at::Tensor& images) { return backbone->forward(images); }
+
+int64_t DeepLabNetworkImpl::logits_stride() const { return options.decoder() ? 4 : options.output_stride(); }
+
+at::Tensor DeepLabNetworkImpl::forward(const at::Tensor& images) {
+  const std::vector<at::Tensor> maps = backbone->forward(images);
+  at::Tensor x = aspp->forward(maps.back());
+  if (decoder) x = decoder->forward(x, maps.front());
+  return classifier->forward(x);
+}
+
+}  // namespace detseg

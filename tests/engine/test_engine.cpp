@@ -1,0 +1,275 @@
+// The training engine end to end on the bundled demo data with a tiny RetinaNet-R18 (128 px):
+// exact resume (N steps straight == N/2, stop, resume, N/2: bit-identical weights, EMA and
+// optimizer state on CPU), a non-finite loss stopping training with the step and the last good
+// checkpoint named, periodic evaluation during training (eval.every_steps), and
+// `detseg eval --continuous` watching a live `detseg train`.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "command_runner.h"
+#include "detseg/config/config.h"
+#include "detseg/core/error.h"
+#include "detseg/data/readers/coco.h"
+#include "detseg/engine/train_loop.h"
+#include "detseg/models/build.h"
+#include "detseg/train/checkpoint.h"
+#include "detseg/train/optimizer.h"
+
+#include <torch/optim/sgd.h>
+
+namespace fs = std::filesystem;
+using detseg::testing::read_text;
+
+namespace {
+
+// 4 demo images (with their boxes) for training, 2 for evaluation.
+const fs::path& workdir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / "detseg_test_engine";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    detseg::CocoDataset all = detseg::read_coco(std::string(DETSEG_SOURCE_DIR) + "/assets/demo/train.json");
+    auto subset = [&](size_t first, size_t count, const fs::path& out) {
+      detseg::CocoDataset s;
+      s.categories = all.categories;
+      for (size_t i = first; i < first + count; ++i) s.images.push_back(all.images[i]);
+      for (const auto& a : all.annotations)
+        for (const auto& img : s.images)
+          if (a.image_id == img.id) s.annotations.push_back(a);
+      detseg::write_coco(s, out.string());
+    };
+    subset(0, 4, d / "train4.json");
+    subset(4, 2, d / "eval2.json");
+    return d;
+  }();
+  return dir;
+}
+
+// Trainable batch norm, momentum, a warm-up + drop schedule that does not depend on num_steps,
+// EMA, flips and scale jitter: every piece of state a resume must restore.
+std::string config_yaml() {
+  const std::string images = std::string(DETSEG_SOURCE_DIR) + "/assets/demo/images";
+  return "model: {type: retinanet, num_classes: 3, backbone: resnet18, image_size: 128, fpn_channels: 32,\n"
+         "        frozen_batch_norm: false, trainable_backbone_stages: 5}\n"
+         "train: {batch_size: 2, num_steps: 4, seed: 3, checkpoint_every: 2, log_every: 1,\n"
+         "        moving_average_decay: 0.9, optimizer: {type: momentum, momentum: 0.9},\n"
+         "        schedule: {type: stepwise, learning_rate: 0.01, warmup_steps: 1, warmup_init: 0.001,\n"
+         "                   drop_steps: [3, 100]}}\n"
+         "train_input: {annotations: '" + (workdir() / "train4.json").string() + "', images: '" + images +
+         "', num_workers: 1, hflip: true, scale_min: 0.8, scale_max: 1.2}\n"
+         "eval: {batch_size: 2}\n"
+         "eval_input: {annotations: '" + (workdir() / "eval2.json").string() + "', images: '" + images +
+         "', num_workers: 1}\n";
+}
+
+detseg::PipelineConfig make_config(const std::vector<std::string>& overrides = {}) {
+  return detseg::parse_config(config_yaml(), (workdir() / "engine.yaml").string(), overrides);
+}
+
+std::string config_file() {
+  const fs::path p = workdir() / "engine.yaml";
+  std::ofstream(p) << config_yaml();
+  return p.string();
+}
+
+void expect_same_tensors(const detseg::NamedTensors& a, const detseg::NamedTensors& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t k = 0; k < a.size(); ++k) {
+    ASSERT_EQ(a[k].first, b[k].first) << what;
+    EXPECT_TRUE(at::equal(a[k].second, b[k].second)) << what << " " << a[k].first << " differs by "
+                                                     << (a[k].second - b[k].second).abs().max().item<double>();
+  }
+}
+
+// The momentum buffers of a checkpoint's optimizer state, in parameter order (the serialized bytes
+// themselves key the state by tensor addresses, which differ between processes and runs).
+std::vector<at::Tensor> momentum_buffers(const detseg::PipelineConfig& config, const std::string& bytes) {
+  auto model = detseg::build_detector(config);
+  detseg::ParameterSelection params = detseg::select_parameters(*model, config.train.optimizer);
+  detseg::TrainOptimizer optimizer = detseg::build_optimizer(params, config.train.optimizer, 0.1);
+  detseg::load_optimizer_state(*optimizer.optimizer, bytes);
+  std::vector<at::Tensor> buffers;
+  for (auto& group : optimizer.optimizer->param_groups())
+    for (auto& p : group.params()) {
+      auto it = optimizer.optimizer->state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (it == optimizer.optimizer->state().end()) continue;
+      buffers.push_back(static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
+    }
+  return buffers;
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+}  // namespace
+
+TEST(Engine, ResumeIsExact) {
+  const fs::path straight = workdir() / "straight", split = workdir() / "split";
+  fs::remove_all(straight);
+  fs::remove_all(split);
+  detseg::TrainResult a = detseg::train_model(make_config(), straight.string());
+  ASSERT_EQ(a.step, 4);
+  // Stop after 2 steps, then a new run on the same model dir resumes from ckpt-2.
+  detseg::TrainResult b1 = detseg::train_model(make_config({"train.num_steps=2"}), split.string());
+  ASSERT_EQ(b1.step, 2);
+  detseg::TrainResult b2 = detseg::train_model(make_config(), split.string());
+  ASSERT_EQ(b2.step, 4);
+
+  detseg::Checkpoint ca = detseg::read_checkpoint((straight / "ckpt-4.dsckpt").string());
+  detseg::Checkpoint cb = detseg::read_checkpoint((split / "ckpt-4.dsckpt").string());
+  expect_same_tensors(ca.model, cb.model, "model");
+  expect_same_tensors(ca.ema, cb.ema, "ema");
+  expect_same_tensors(ca.rng, cb.rng, "rng");
+  EXPECT_FALSE(ca.ema.empty());
+  std::vector<at::Tensor> ma = momentum_buffers(make_config(), ca.optimizer);
+  std::vector<at::Tensor> mb = momentum_buffers(make_config(), cb.optimizer);
+  ASSERT_EQ(ma.size(), 96u);  // every trainable tensor has its momentum
+  ASSERT_EQ(ma.size(), mb.size());
+  for (size_t k = 0; k < ma.size(); ++k) EXPECT_TRUE(at::equal(ma[k], mb[k])) << "momentum " << k;
+  // The loss of the last step is the same number, and training moved the weights.
+  EXPECT_EQ(a.last_loss, b2.last_loss);
+  detseg::Checkpoint c2 = detseg::read_checkpoint((straight / "ckpt-2.dsckpt").string());
+  double change = 0;
+  for (size_t k = 0; k < ca.model.size(); ++k)
+    if (ca.model[k].second.is_floating_point())
+      change = std::max(change, (ca.model[k].second - c2.model[k].second).abs().max().item<double>());
+  EXPECT_GT(change, 1e-4);
+  // The running statistics of the trainable batch norm moved too (they are part of the resume).
+  bool bn_stats = false;
+  for (auto& [name, t] : ca.model)
+    if (name.find("running_mean") != std::string::npos && t.abs().sum().item<double>() > 0) bn_stats = true;
+  EXPECT_TRUE(bn_stats);
+}
+
+TEST(Engine, NonFiniteLossStopsWithStepAndLastGoodCheckpoint) {
+  const fs::path dir = workdir() / "nan";
+  fs::remove_all(dir);
+  // A rate far too high makes the loss overflow within a few steps; a checkpoint after each step.
+  detseg::PipelineConfig config =
+      make_config({"train.num_steps=30", "train.checkpoint_every=1", "train.keep_checkpoints=3",
+                   "train.schedule.type=constant",
+                   "train.schedule.learning_rate=100", "train.schedule.warmup_steps=0", "train.moving_average_decay=0"});
+  std::string message;
+  try {
+    detseg::train_model(config, dir.string());
+  } catch (const detseg::Error& e) {
+    message = e.what();
+  }
+  ASSERT_FALSE(message.empty()) << "30 steps at rate 100 stayed finite";
+  std::printf("%s\n", message.c_str());
+  detseg::CheckpointManager manager(detseg::CheckpointManagerOptions{dir.string(), 3, 1});
+  auto latest = manager.latest();
+  ASSERT_TRUE(latest.has_value()) << message;
+  detseg::Checkpoint good = detseg::read_checkpoint(*latest);
+  // The message names the failing step (the steps done before it = the last checkpoint's step) and
+  // that checkpoint, which loads and holds finite weights.
+  EXPECT_NE(message.find(" at step " + std::to_string(good.step) + " "), std::string::npos) << message;
+  EXPECT_NE(message.find("The last good checkpoint is " + *latest), std::string::npos) << message;
+  EXPECT_GE(good.step, 1);
+  for (auto& [name, t] : good.model)
+    if (t.is_floating_point()) {
+      EXPECT_TRUE(at::isfinite(t).all().item<bool>()) << name;
+    }
+  auto model = detseg::build_detector(config);
+  EXPECT_EQ(detseg::load_weights_for_eval(*latest, *model), good.step);
+  EXPECT_FALSE(fs::exists(manager.path_for_step(good.step + 1)));
+}
+
+TEST(Engine, EvaluatesEveryNStepsDuringTraining) {
+  const fs::path dir = workdir() / "periodic";
+  fs::remove_all(dir);
+  detseg::TrainResult r = detseg::train_model(make_config({"eval.every_steps=2", "train.checkpoint_every=100"}),
+                                                 dir.string());
+  ASSERT_EQ(r.step, 4);
+  // Evaluations at steps 2 and 4 land in model_dir/eval/ (JSONL, events, eval-<step>.json), the
+  // same place `eval --continuous` writes.
+  std::vector<nlohmann::json> rows = read_jsonl(dir / "eval" / "metrics.jsonl");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["step"], 2);
+  EXPECT_EQ(rows[1]["step"], 4);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["split"], "eval");
+    EXPECT_GE(row["AP"].get<double>(), 0.0);
+    EXPECT_LE(row["AP"].get<double>(), 1.0);
+    EXPECT_TRUE(std::isfinite(row["total_loss"].get<double>()));
+  }
+  // The train log (every step here): loss parts, L2, rate, gradient norm and speed.
+  std::vector<nlohmann::json> train_rows = read_jsonl(dir / "metrics.jsonl");
+  ASSERT_EQ(train_rows.size(), 4u);
+  for (const char* key : {"total_loss", "cls_loss", "box_loss", "l2_loss", "learning_rate", "grad_norm"})
+    EXPECT_TRUE(train_rows[3].contains(key)) << key << " " << train_rows[3].dump();
+  EXPECT_DOUBLE_EQ(train_rows[3]["learning_rate"].get<double>(), 0.001);  // after the drop at step 3
+  EXPECT_GT(train_rows[3]["grad_norm"].get<double>(), 0.0);
+  EXPECT_GT(train_rows[3]["steps_per_s"].get<double>(), 0.0);
+  EXPECT_TRUE(fs::exists(dir / "eval" / "eval-2.json"));
+  EXPECT_TRUE(fs::exists(dir / "eval" / "eval-4.json"));
+  // The evaluation at step 4 is the one `detseg eval` gives for the step-4 checkpoint (EMA weights).
+  const fs::path one_shot = dir / "one-shot.json";
+  detseg::testing::CommandRun e = detseg::testing::run_command(
+      std::string(DETSEG_BINARY) + " --threads 1 eval --config " + config_file() + " --checkpoint " +
+      (dir / "ckpt-4.dsckpt").string() + " --json " + one_shot.string());
+  ASSERT_EQ(e.code, 0) << e.output;
+  const nlohmann::json single = nlohmann::json::parse(read_text(one_shot));
+  const nlohmann::json periodic = nlohmann::json::parse(read_text(dir / "eval" / "eval-4.json"));
+  for (size_t i = 0; i < 12; ++i)
+    EXPECT_NEAR(periodic["stats"][i].get<double>(), single["stats"][i].get<double>(), 1e-9) << i;
+  for (auto& [name, value] : single["losses"].items())
+    EXPECT_NEAR(periodic["losses"][name].get<double>(), value.get<double>(), 1e-5 * (1 + std::abs(value.get<double>())))
+        << name;
+}
+
+TEST(Engine, ContinuousEvalWatchesALiveTrainer) {
+  const fs::path dir = workdir() / "live";
+  fs::remove_all(dir);
+  const std::string bin = std::string(DETSEG_BINARY) + " --threads 1 ";
+  const pid_t trainer = detseg::testing::start_background(
+      bin + "train --config " + config_file() + " --model-dir " + dir.string() +
+          " --set train.num_steps=6 --set train.checkpoint_every=2 --set \"eval_input.annotations=''\"",
+      workdir() / "live-train.log");
+  // train.num_steps is raised for the evaluator so it does not stop at the trainer's last step: it
+  // must stop because no new checkpoint came for --wait-interval seconds.
+  const double wait = 8;
+  detseg::testing::CommandRun ev = detseg::testing::run_command(
+      bin + "eval --config " + config_file() + " --continuous --checkpoint-dir " + dir.string() +
+      " --wait-interval " + std::to_string(wait) + " --set train.num_steps=1000");
+  const auto eval_end = fs::file_time_type::clock::now();
+  const int trainer_status = detseg::testing::wait_for(trainer, 60);
+  ASSERT_TRUE(WIFEXITED(trainer_status) && WEXITSTATUS(trainer_status) == 0) << read_text(workdir() / "live-train.log");
+  ASSERT_EQ(ev.code, 0) << ev.output;
+  EXPECT_NE(ev.output.find("no new checkpoint for 8 s; stopping"), std::string::npos) << ev.output;
+  // Each checkpoint evaluated at most once, in step order, the final one included.
+  std::vector<nlohmann::json> rows = read_jsonl(dir / "eval" / "metrics.jsonl");
+  ASSERT_FALSE(rows.empty()) << ev.output;
+  int64_t previous = 0;
+  for (const auto& row : rows) {
+    const int64_t step = row["step"].get<int64_t>();
+    EXPECT_GT(step, previous) << ev.output;
+    EXPECT_EQ(step % 2, 0);
+    EXPECT_TRUE(fs::exists(dir / "eval" / ("eval-" + std::to_string(step) + ".json")));
+    previous = step;
+  }
+  EXPECT_EQ(previous, 6) << ev.output;
+  std::printf("continuous eval evaluated steps:");
+  for (const auto& row : rows) std::printf(" %lld", static_cast<long long>(row["step"].get<int64_t>()));
+  std::printf("\n");
+  // It stopped a wait interval after the last checkpoint appeared, not before.
+  const double idle = std::chrono::duration<double>(eval_end - fs::last_write_time(dir / "ckpt-6.dsckpt")).count();
+  EXPECT_GE(idle, wait - 0.5);
+  EXPECT_LT(idle, wait + 20);
+  bool events = false;
+  for (const auto& entry : fs::directory_iterator(dir / "eval"))
+    if (entry.path().filename().string().find("tfevents") != std::string::npos) events = true;
+  EXPECT_TRUE(events);
+}

@@ -1,0 +1,200 @@
+// Tests: DeepLab's network pieces. Parity with torchvision 0.14 (deeplabv3_resnet50's backbone at
+// output stride 8 and its ASPP, mobilenet_v2's features) from state dicts made by
+// tests/fixtures/make_seg_parity.py at test time (skipped with a message without /usr/bin/python3
+// and torchvision); output strides and shapes; DeepLab's gradient multipliers on the right
+// parameters; fine-tuning that leaves the last layers alone unless initialize_last_layer.
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/nn/module.h>
+
+#include <cstdlib>
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "detseg/config/config.h"
+#include "detseg/core/files.h"
+#include "detseg/io/state_dict.h"
+#include "detseg/models/backbones/mobilenet_v2.h"
+#include "detseg/models/backbones/resnet.h"
+#include "detseg/models/build.h"
+#include "detseg/models/deeplab_network.h"
+#include "detseg/models/meta_archs/semantic_segmenter.h"
+#include "detseg/train/fine_tune.h"
+#include "detseg/train/optimizer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool torchvision_available() {
+  return fs::exists("/usr/bin/python3") &&
+         std::system("/usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1") == 0;
+}
+
+float max_abs_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<float>(); }
+// ResNet-50 with random batch-norm statistics grows activations to ~2e3: compare relative to the
+// largest magnitude (float32 rounding alone gives ~2e-6 there).
+float max_rel_diff(const at::Tensor& a, const at::Tensor& b) { return max_abs_diff(a, b) / b.abs().max().item<float>(); }
+
+TEST(SegParity, DeepLabV3ResNet50BackboneAndAsppMatchTorchvision) {
+  if (!torchvision_available()) GTEST_SKIP() << "/usr/bin/python3 with torchvision not found: DeepLab parity not checked";
+  const fs::path dir = fs::temp_directory_path() / "detseg_seg_parity";
+  fs::create_directories(dir);
+  const std::string cmd =
+      "/usr/bin/python3 " DETSEG_SOURCE_DIR "/tests/fixtures/make_seg_parity.py " + dir.string() + " 65 81";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string io_bytes = detseg::read_file((dir / "io.pt").string());
+  auto io = torch::jit::pickle_load(std::vector<char>(io_bytes.begin(), io_bytes.end())).toGenericDict();
+  const at::Tensor x = io.at("input").toTensor();
+
+  // torchvision's deeplabv3_resnet50 is DeepLabv3 at output stride 8; its classifier.0 is the ASPP.
+  detseg::DeepLabNetwork net(detseg::DeepLabNetworkOptions(5).backbone("resnet50").output_stride(8).decoder(false));
+  detseg::StateDict theirs = detseg::read_state_dict((dir / "deeplab_state_dict.pt").string());
+  detseg::StateDict mapped;
+  for (auto& [name, t] : theirs) {
+    if (name.rfind("classifier.0.", 0) == 0) mapped["aspp." + name.substr(13)] = t;
+    else if (name.rfind("backbone.", 0) == 0) mapped[name] = t;
+  }
+  const auto report = detseg::load_state_dict(*net, mapped);
+  // Everything but our own 1x1 classifier (torchvision's head differs after the ASPP) loads.
+  EXPECT_TRUE(report.unexpected.empty() && report.shape_mismatch.empty()) << report.summary();
+  std::vector<std::string> missing = report.missing;
+  std::sort(missing.begin(), missing.end());
+  EXPECT_EQ(missing, (std::vector<std::string>{"classifier.bias", "classifier.weight"})) << report.summary();
+  int64_t params = 0;
+  for (auto& p : net->backbone->parameters()) params += p.numel();
+  for (auto& p : net->aspp->parameters()) params += p.numel();
+  EXPECT_EQ(params, io.at("num_params").toTensor().item<int64_t>());
+
+  net->eval();
+  at::NoGradGuard g;
+  const at::Tensor feat = net->features(x).back();
+  const at::Tensor want_feat = io.at("backbone_out").toTensor();
+  ASSERT_EQ(feat.sizes(), want_feat.sizes());
+  EXPECT_LT(max_rel_diff(feat, want_feat), 1e-5);
+  const at::Tensor aspp = net->aspp->forward(want_feat);
+  const at::Tensor want_aspp = io.at("aspp_out").toTensor();
+  ASSERT_EQ(aspp.sizes(), want_aspp.sizes());
+  EXPECT_LT(max_rel_diff(aspp, want_aspp), 1e-5);
+
+  // MobileNetV2 at output stride 32 is torchvision's mobilenet_v2 features.0..17.
+  detseg::MobileNetV2 mobilenet(detseg::MobileNetV2Options().returned_blocks({17}));
+  const auto mreport =
+      detseg::load_state_dict(*mobilenet, detseg::read_state_dict((dir / "mobilenet_state_dict.pt").string()));
+  EXPECT_TRUE(mreport.missing.empty() && mreport.shape_mismatch.empty()) << mreport.summary();
+  mobilenet->eval();
+  const at::Tensor mob = mobilenet->forward(x).back();
+  const at::Tensor want_mob = io.at("mobilenet_out").toTensor();
+  ASSERT_EQ(mob.sizes(), want_mob.sizes());
+  EXPECT_LT(max_abs_diff(mob, want_mob), 1e-4);
+  fs::remove_all(dir);
+}
+
+TEST(SegModels, OutputStridesAndLogitShapes) {
+  at::NoGradGuard g;
+  const at::Tensor x = at::randn({1, 3, 64, 96});
+  for (int64_t os : {8, 16, 32}) {
+    detseg::DeepLabNetwork r(detseg::DeepLabNetworkOptions(3).backbone("resnet18").output_stride(os).aspp_channels(16)
+                                 .decoder_channels(16).low_level_channels(8));
+    r->eval();
+    auto maps = r->features(x);
+    ASSERT_EQ(maps.size(), 2u);
+    EXPECT_EQ(maps[0].sizes(), (std::vector<int64_t>{1, 64, 16, 24}));
+    EXPECT_EQ(maps[1].sizes(), (std::vector<int64_t>{1, 512, 64 / os, 96 / os})) << "output stride " << os;
+    EXPECT_EQ(r->forward(x).sizes(), (std::vector<int64_t>{1, 3, 16, 24}));  // decoder: stride 4
+    detseg::DeepLabNetwork m(detseg::DeepLabNetworkOptions(3).backbone("mobilenet_v2").output_stride(os)
+                                 .aspp_channels(16).decoder(false));
+    m->eval();
+    EXPECT_EQ(m->features(x).back().sizes(), (std::vector<int64_t>{1, 320, 64 / os, 96 / os}));
+    EXPECT_EQ(m->forward(x).sizes(), (std::vector<int64_t>{1, 3, 64 / os, 96 / os}));
+  }
+  EXPECT_EQ(detseg::aspp_rates_for_output_stride(16), (std::vector<int64_t>{6, 12, 18}));
+  EXPECT_EQ(detseg::aspp_rates_for_output_stride(8), (std::vector<int64_t>{12, 24, 36}));
+  // ResNet-50 at stride 16 dilates layer4 only: its first block keeps dilation 1, the rest 2.
+  detseg::DeepLabNetwork r50(detseg::DeepLabNetworkOptions(3).backbone("resnet50").output_stride(16));
+  auto& resnet = dynamic_cast<detseg::ResNetImpl&>(*r50->backbone);
+  EXPECT_EQ((*resnet.stages[3][0]->conv2->options.dilation())[0], 1);
+  EXPECT_EQ((*resnet.stages[3][1]->conv2->options.dilation())[0], 2);
+  EXPECT_EQ((*resnet.stages[3][0]->conv2->options.stride())[0], 1);
+  EXPECT_EQ((*resnet.stages[2][0]->conv2->options.stride())[0], 2);
+}
+
+detseg::PipelineConfig small_config(const std::string& extra) {
+  return detseg::parse_config(
+      "model: {type: deeplabv3plus, num_classes: 4, backbone: resnet18, frozen_batch_norm: false,\n"
+      "        deeplab: {aspp_channels: 16, decoder_channels: 16, low_level_channels: 8" + extra + "}}\n",
+      "seg.yaml");
+}
+
+TEST(SegModels, GradientMultipliersHitLastLayersAndBiases) {
+  const detseg::PipelineConfig config = small_config(", last_layer_gradient_multiplier: 10");
+  auto model = detseg::build_model(config);
+  detseg::OptimizerOptions o;
+  o.multipliers = detseg::model_gradient_multipliers(config);
+  const detseg::ParameterSelection sel = detseg::select_parameters(*model, o);
+  std::map<std::string, double> scale;
+  for (const auto& p : sel.trainable) scale[p.name] = p.lr_scale;
+  EXPECT_EQ(scale.at("backbone.layer1.0.conv1.weight"), 1.0);
+  EXPECT_EQ(scale.at("backbone.bn1.weight"), 1.0);
+  EXPECT_EQ(scale.at("backbone.bn1.bias"), 2.0);              // a bias: x2
+  EXPECT_EQ(scale.at("aspp.convs.1.0.weight"), 10.0);         // last layers: x10
+  EXPECT_EQ(scale.at("decoder.fuse.0.0.weight"), 10.0);
+  EXPECT_EQ(scale.at("classifier.weight"), 10.0);
+  EXPECT_EQ(scale.at("classifier.bias"), 20.0);               // a last-layer bias: 2 x 10
+  int64_t last = 0;
+  for (const auto& [name, s] : scale) last += s >= 10.0;
+  EXPECT_GT(last, 20);
+  // Off: no rules at all.
+  EXPECT_TRUE(detseg::model_gradient_multipliers(small_config(", gradient_multipliers: false")).empty());
+}
+
+detseg::NamedTensors module_state(torch::nn::Module& m) {
+  detseg::NamedTensors out;
+  for (auto& p : m.named_parameters()) out.push_back({p.key(), p.value().detach().clone()});
+  for (auto& b : m.named_buffers()) out.push_back({b.key(), b.value().clone()});
+  return out;
+}
+
+TEST(SegModels, FineTuneSkipsLastLayersUnlessInitializeLastLayer) {
+  const detseg::PipelineConfig config = small_config(", initialize_last_layer: false");
+  auto source = detseg::build_model(config);
+  auto target = detseg::build_model(config);
+  const detseg::NamedTensors state = module_state(*source);
+  detseg::FineTuneOptions o;
+  o.load_all_detection_vars = true;
+  o.exclude_pattern = detseg::model_fine_tune_exclude(config);
+  EXPECT_EQ(o.exclude_pattern, R"(aspp\.|decoder\.|classifier\.)");
+  const auto summary = detseg::apply_fine_tune(*target, state, o);
+  auto params = target->named_parameters();
+  auto src = source->named_parameters();
+  EXPECT_TRUE(at::equal(params["backbone.conv1.weight"], src["backbone.conv1.weight"]));
+  EXPECT_FALSE(at::equal(params["classifier.weight"], src["classifier.weight"]));
+  EXPECT_FALSE(at::equal(params["aspp.convs.0.0.weight"], src["aspp.convs.0.0.weight"]));
+  for (const auto& name : summary.loaded) EXPECT_EQ(name.rfind("backbone.", 0), 0u) << name;
+  // initialize_last_layer (DeepLab's default): nothing excluded.
+  EXPECT_EQ(detseg::model_fine_tune_exclude(small_config("")), "");
+}
+
+TEST(SegModels, SegmentReturnsFullResolutionMapsWithScalesAndFlips) {
+  detseg::PipelineConfig config = small_config(", eval_scales: [0.75, 1.0], eval_flip: true");
+  auto model = detseg::build_segmenter(config);
+  model->eval();
+  at::NoGradGuard g;
+  detseg::Batch batch;
+  batch.images = at::randn({1, 3, 40, 56});
+  batch.image_sizes = at::tensor({40, 50}, at::kLong).reshape({1, 2});  // 6 columns of padding
+  batch.original_sizes = at::tensor({40, 50}, at::kLong).reshape({1, 2});
+  batch.image_ids = {0};
+  auto maps = model->segment(batch);
+  ASSERT_EQ(maps.size(), 1u);
+  EXPECT_EQ(maps[0].sizes(), (std::vector<int64_t>{40, 50}));
+  EXPECT_GE(maps[0].min().item<int64_t>(), 0);
+  EXPECT_LT(maps[0].max().item<int64_t>(), 4);
+  // The probabilities average 2 scales x 2 flips of softmaxes: they sum to 4 per pixel.
+  auto& seg = dynamic_cast<detseg::SemanticSegmenterImpl&>(*model);
+  const at::Tensor p = seg.probabilities(batch.images.slice(3, 0, 50), 40, 50);
+  EXPECT_LT((p.sum(1) - 4).abs().max().item<float>(), 1e-4);
+}
+
+}  // namespace
