@@ -3,9 +3,10 @@
 // mIoU > 0.9. The images are 128x128 windows of two consecutive val frames at full resolution (8
 // classes present: building, pole, road, pavement, tree, fence, car, pedestrian) so a small
 // ResNet-18 model learns them in under a minute of CPU on two cores. DeepLab's hard pixel mining
-// (top 25%, ramped in over 50 steps) is what lifts the thin classes (poles) past 0.9; the training crop covers the whole window, so training and evaluation see
-// the same geometry (a tiny overfit model otherwise learns the padding layout of its crops). The ASPP's
-// image-pooling branch is off: with batches of 2 its batch norm sees 2 values per channel, and
+// is on (top 25%, ramped in over 50 steps): on another window it lifted pole / pedestrian IoU from
+// 0.45 / 0.41 to 0.65 / 0.62. The training crop covers the whole window, so training and
+// evaluation see the same geometry (a tiny overfit model otherwise learns the padding layout of
+// its crops). The ASPP's image-pooling branch is off: with batches of 2 its batch norm sees 2 values per channel, and
 // the model learns to tell the two images apart by them (train-mode 0.10 vs eval-mode 1.37 loss).
 #include <gtest/gtest.h>
 #include <opencv2/imgcodecs.hpp>
