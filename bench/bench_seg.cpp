@@ -5,6 +5,8 @@
 // timed by bench/peers/bench_seg_torchvision.py in the same run with the same threads. Also prints
 // DeepLabv3+ (decoder) and MobileNetV2 figures. torchvision's head has one more 3x3 conv (256 ch)
 // + BN after the ASPP than DeepLab's (and ours), about 3% of the network's work at this size.
+// The "frozen backbone BN" rows are DeepLab's small-batch setting (fine_tune_batch_norm false):
+// ours folds the frozen statistics into the convs; torchvision's is built with FrozenBatchNorm2d.
 // Usage: bench_seg [THREADS=2] [ITERS=3] [--no-peer]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -37,9 +39,11 @@ detseg::Batch make_batch(int64_t n) {
   return b;
 }
 
-std::pair<Timing, Timing> time_model(const std::string& type, const std::string& backbone, int iters) {
+std::pair<Timing, Timing> time_model(const std::string& type, const std::string& backbone, int iters,
+                                     bool frozen_bn = false) {
   detseg::PipelineConfig config = detseg::parse_config(
-      "model: {type: " + type + ", backbone: " + backbone + ", num_classes: 21, frozen_batch_norm: false,\n"
+      "model: {type: " + type + ", backbone: " + backbone + ", num_classes: 21, frozen_batch_norm: " +
+          (frozen_bn ? "true" : "false") + ",\n"
       "        deeplab: {output_stride: 8, crop_size: 256}}\n",
       "bench_seg");
   auto model = detseg::build_segmenter(config);
@@ -79,6 +83,7 @@ int main(int argc, char** argv) {
   std::printf("bench_seg: threads %d, iters %d, OMP_WAIT_POLICY=%s\n", threads, iters,
               wait_policy ? wait_policy : "(unset: spin, then sleep)");
   const auto [v3_train, v3_infer] = time_model("deeplabv3", "resnet50", iters);
+  const auto [fz_train, fz_infer] = time_model("deeplabv3", "resnet50", iters, /*frozen_bn=*/true);
   nlohmann::json tv;
   if (peer)
     tv = detseg::bench::run_peer("/usr/bin/python3 " DETSEG_SOURCE_DIR "/bench/peers/bench_seg_torchvision.py " +
@@ -95,6 +100,8 @@ int main(int argc, char** argv) {
               "ratio wall / cpu");
   row("deeplabv3 r50 os8 256 train step (batch 2)", v3_train, "train_step_s");
   row("deeplabv3 r50 os8 256 inference (batch 1)", v3_infer, "infer_s");
+  row("same, frozen backbone BN: train step (batch 2)", fz_train, "train_step_frozen_s");
+  row("same, frozen backbone BN: inference (batch 1)", fz_infer, "infer_frozen_s");
   const auto [plus_train, plus_infer] = time_model("deeplabv3plus", "resnet50", iters);
   row("deeplabv3plus r50 os8 256 train step (batch 2)", plus_train, "-");
   row("deeplabv3plus r50 os8 256 inference (batch 1)", plus_infer, "-");
