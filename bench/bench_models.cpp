@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_timing.h"
 #include "detseg/config/config.h"
 #include "detseg/losses/detection_loss.h"
 #include "detseg/models/build.h"
@@ -28,30 +29,9 @@
 
 namespace {
 
-// Seconds per call, wall clock and process CPU time. On a shared machine the CPU time (all
-// threads together) is the steadier figure; the peer measures both the same way.
-struct Timing {
-  double wall = 0, cpu = 0;
-};
-double process_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-Timing timed(const std::function<void()>& fn, int iters) {
-  fn();  // warm-up
-  const double cpu0 = process_cpu_s();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) fn();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {wall / iters, (process_cpu_s() - cpu0) / iters};
-}
-
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;
-}
+using detseg::bench::peak_rss_mb;
+using detseg::bench::timed;
+using detseg::bench::Timing;
 
 // Dense targets standing in for the anchor assignment (detseg/ops, not timed here): a few
 // positives per image with small regression targets, some ignored anchors, the rest background.
@@ -165,20 +145,9 @@ int main(int argc, char** argv) {
   const double r_rss = peak_rss_mb();
 
   nlohmann::json tv;
-  if (peer) {
-    const std::string cmd = "/usr/bin/python3 " DETSEG_SOURCE_DIR
-                            "/bench/peers/bench_models_torchvision.py " + std::to_string(threads) +
-                            " " + std::to_string(iters);
-    FILE* pipe = popen(cmd.c_str(), "r");
-    std::string text;
-    char buf[4096];
-    while (pipe && fgets(buf, sizeof buf, pipe)) text += buf;
-    if (pipe && pclose(pipe) == 0 && !text.empty()) {
-      tv = nlohmann::json::parse(text.substr(text.find('{')));
-    } else {
-      std::printf("torchvision peer failed or absent (%s): no ratios\n", cmd.c_str());
-    }
-  }
+  if (peer)
+    tv = detseg::bench::run_peer("/usr/bin/python3 " DETSEG_SOURCE_DIR "/bench/peers/bench_models_torchvision.py " +
+                                 std::to_string(threads) + " " + std::to_string(iters));
   // "wall s / cpu s" for both, and ratios detseg / torchvision of each.
   auto row = [&](const char* name, const Timing& ours, const char* key) {
     std::printf("%-46s %7.3f / %7.3f", name, ours.wall, ours.cpu);

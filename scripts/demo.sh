@@ -11,10 +11,18 @@ rm -rf "$run"
 # train ends by evaluating the final weights on eval_input (COCO metrics, also in eval-final.json);
 # `detseg eval --config C --model-dir D` does the same on its own.
 ./build/detseg train --config "$config" --model-dir "$run"
-# The validation images, by the file names val.json lists.
 mkdir -p "$run/val_images"
-grep -o '"file_name": *"[^"]*"' assets/demo/val.json | sed 's/.*"\([^"]*\)"$/\1/' |
-  while read -r f; do ln -sf "$PWD/assets/demo/images/$f" "$run/val_images/$f"; done
+if grep -q '^ *format: seg_folder' "$config"; then
+  # Segmentation configs: the first 4 images of eval_input's image folder.
+  images=$(sed -n '/^eval_input:/,$ s/^ *images: *//p' "$config" | head -1)
+  for f in $(ls -1 "$(dirname "$config")/$images" | head -4); do
+    ln -sf "$(cd "$(dirname "$config")/$images" && pwd)/$f" "$run/val_images/$f"
+  done
+else
+  # The validation images, by the file names val.json lists.
+  grep -o '"file_name": *"[^"]*"' assets/demo/val.json | sed 's/.*"\([^"]*\)"$/\1/' |
+    while read -r f; do ln -sf "$PWD/assets/demo/images/$f" "$run/val_images/$f"; done
+fi
 ./build/detseg predict --config "$config" --checkpoint "$(ls -1 "$run"/ckpt-*.dsckpt | sort -V | tail -1)" \
   --input "$run/val_images" --output "$run/predictions"
-echo "demo done: metrics in $run/eval-final.json, drawings in $run/predictions/"
+echo "demo done: metrics in $run/eval-final.json, pictures in $run/predictions/"

@@ -163,8 +163,8 @@ void visit_model(V& v, ModelConfig& c) {
   v.field("backbone", c.backbone,
           one_of({"resnet18", "resnet34", "resnet50", "resnet101", "efficientnet-b0", "efficientnet-b1",
                   "efficientnet-b2", "efficientnet-b3", "efficientnet-b4", "efficientnet-b5",
-                  "efficientnet-b6", "efficientnet-b7", "mobilenet_v2"}),
-          "Backbone network (RetinaNet; DeepLab: resnet*, mobilenet_v2)");
+                  "efficientnet-b6", "efficientnet-b7", "mobilenet_v2", "xception65"}),
+          "Backbone network (RetinaNet; DeepLab: resnet*, mobilenet_v2, xception65)");
   v.field("efficientdet", c.efficientdet, one_of({"d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"}),
           "EfficientDet size: sets backbone, BiFPN width/depth and head depth per the paper");
   v.field("image_size", c.image_size, range(32, 4096), "Square network input size in pixels (EfficientDet: a multiple of 2^max_level)");
@@ -638,8 +638,10 @@ void check_consistency(const PipelineConfig& c) {
   if (c.model.type == "deeplabv3plus" || c.model.type == "deeplabv3") {
     const int64_t os = c.model.deeplab.output_stride;
     DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, at, "model.deeplab.output_stride: expected 8, 16 or 32, got ", os);
-    DETSEG_CONFIG_CHECK(c.model.backbone.rfind("resnet", 0) == 0 || c.model.backbone == "mobilenet_v2", at,
-                        "model.backbone: DeepLab takes resnet18/34/50/101 or mobilenet_v2, got ", c.model.backbone);
+    DETSEG_CONFIG_CHECK(c.model.backbone.rfind("resnet", 0) == 0 || c.model.backbone == "mobilenet_v2" ||
+                            c.model.backbone == "xception65",
+                        at, "model.backbone: DeepLab takes resnet18/34/50/101, mobilenet_v2 or xception65, got ",
+                        c.model.backbone);
   }
   if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn") {
     const FasterRcnnConfig& f = c.model.faster_rcnn;

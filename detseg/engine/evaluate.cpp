@@ -299,14 +299,14 @@ nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::js
 
 std::string seg_eval_result_json(const SegmentationEvalResult& r) {
   const SegMetrics& m = r.metrics;
-  nlohmann::json j = {{"step", r.step},
+  nlohmann::ordered_json j = {{"step", r.step},
                       {"num_images", r.num_images},
                       {"mIoU", number_or_null(m.mean_iou)},
                       {"pixel_accuracy", number_or_null(m.pixel_accuracy)},
                       {"mean_accuracy", number_or_null(m.mean_accuracy)},
                       {"fwIoU", number_or_null(m.frequency_weighted_iou)},
-                      {"per_class_iou", nlohmann::json::object()},
-                      {"losses", nlohmann::json::object()}};
+                      {"per_class_iou", nlohmann::ordered_json::object()},
+                      {"losses", nlohmann::ordered_json::object()}};
   for (size_t c = 0; c < m.iou.size(); ++c)
     j["per_class_iou"][c < r.class_names.size() ? r.class_names[c] : std::to_string(c)] = number_or_null(m.iou[c]);
   for (auto& [name, value] : r.losses) j["losses"][name] = value;

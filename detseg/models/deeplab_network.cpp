@@ -6,6 +6,7 @@
 #include "detseg/core/error.h"
 #include "detseg/models/backbones/mobilenet_v2.h"
 #include "detseg/models/backbones/resnet.h"
+#include "detseg/models/backbones/xception.h"
 
 namespace detseg {
 namespace {
@@ -27,7 +28,12 @@ std::shared_ptr<BackboneImpl> make_backbone(const DeepLabNetworkOptions& o) {
     m.returned_blocks(o.decoder() ? std::vector<int64_t>{3, 17} : std::vector<int64_t>{17});
     return std::make_shared<MobileNetV2Impl>(m);
   }
-  throw ConfigError("model.backbone: DeepLab takes resnet18/34/50/101 or mobilenet_v2, got " + name);
+  if (name == "xception65") {
+    XceptionOptions x;
+    x.output_stride(os).frozen_bn(o.frozen_bn()).low_level(o.decoder());
+    return std::make_shared<XceptionImpl>(x);
+  }
+  throw ConfigError("model.backbone: DeepLab takes resnet18/34/50/101, mobilenet_v2 or xception65, got " + name);
 }
 
 }  // namespace

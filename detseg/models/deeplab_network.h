@@ -1,4 +1,5 @@
-// Implements: DeepLabv3 / DeepLabv3+'s network: an atrous backbone (ResNet-18..101, MobileNetV2)
+// Implements: DeepLabv3 / DeepLabv3+'s network: an atrous backbone (ResNet-18..101, MobileNetV2,
+// Xception-65)
 // at output stride 8, 16 or 32 -> ASPP -> [DeepLabv3+ decoder with the stride-4 features] -> 1x1
 // classifier. Names: backbone.* as torchvision's backbones, aspp.* as torchvision's
 // DeepLabHead's classifier.0.*, decoder.*, classifier.*. Logits come out at the decoder's stride
@@ -22,7 +23,7 @@ namespace detseg {
 struct DeepLabNetworkOptions {
   explicit DeepLabNetworkOptions(int64_t num_classes = 21) : num_classes_(num_classes) {}
   TORCH_ARG(int64_t, num_classes);
-  TORCH_ARG(std::string, backbone) = "resnet50";  // resnet18/34/50/101, mobilenet_v2
+  TORCH_ARG(std::string, backbone) = "resnet50";  // resnet18/34/50/101, mobilenet_v2, xception65
   TORCH_ARG(int64_t, output_stride) = 16;         // 8, 16 or 32
   TORCH_ARG(bool, decoder) = true;                // DeepLabv3+ (false: DeepLabv3)
   TORCH_ARG(bool, frozen_bn) = false;             // backbone batch norm frozen

@@ -110,6 +110,16 @@ TEST(SegModels, OutputStridesAndLogitShapes) {
     EXPECT_EQ(m->forward(x).sizes(), (std::vector<int64_t>{1, 3, 64 / os, 96 / os}));
   }
   EXPECT_EQ(detseg::aspp_rates_for_output_stride(16), (std::vector<int64_t>{6, 12, 18}));
+  // Xception-65 as DeepLab: 256-channel stride-4 features, 2048 channels at the output stride.
+  for (int64_t os : {8, 16}) {
+    detseg::DeepLabNetwork x65(detseg::DeepLabNetworkOptions(3).backbone("xception65").output_stride(os)
+                                   .aspp_channels(16).decoder_channels(16).low_level_channels(8));
+    x65->eval();
+    auto maps = x65->features(x);
+    EXPECT_EQ(maps[0].sizes(), (std::vector<int64_t>{1, 256, 16, 24}));
+    EXPECT_EQ(maps[1].sizes(), (std::vector<int64_t>{1, 2048, 64 / os, 96 / os}));
+    EXPECT_EQ(x65->forward(x).sizes(), (std::vector<int64_t>{1, 3, 16, 24}));
+  }
   EXPECT_EQ(detseg::aspp_rates_for_output_stride(8), (std::vector<int64_t>{12, 24, 36}));
   // ResNet-50 at stride 16 dilates layer4 only: its first block keeps dilation 1, the rest 2.
   detseg::DeepLabNetwork r50(detseg::DeepLabNetworkOptions(3).backbone("resnet50").output_stride(16));
