@@ -3,7 +3,8 @@
 // retinanet_resnet50_fpn timed by bench/peers/bench_models_torchvision.py in the same run with the
 // same threads, plus EfficientDet-D0 figures. Full inference (network + postprocessing at score
 // threshold 0) is compared with torchvision's full inference. Prints one table with ratios (detseg / torchvision).
-// Usage: bench_models [THREADS=2] [ITERS=3] [--no-peer] [--channels-last]
+// Usage: bench_models [THREADS=2] [ITERS=3] [--no-peer] [--channels-last] [--inference-only]
+// DETSEG_MKLDNN_INFERENCE=0 times inference without the oneDNN-layout backbone path.
 #include <ATen/ATen.h>
 #include <torch/optim/sgd.h>
 
@@ -52,7 +53,7 @@ DenseTargets fake_targets(const detseg::DenseOutputs& out) {
 }
 
 template <typename Net>
-std::pair<Timing, Timing> time_network(Net& net, int64_t size, int iters, bool channels_last) {
+std::pair<Timing, Timing> time_network(Net& net, int64_t size, int iters, bool channels_last, bool train = true) {
   auto to_input = [&](at::Tensor x) {
     return channels_last ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
   };
@@ -68,7 +69,7 @@ std::pair<Timing, Timing> time_network(Net& net, int64_t size, int iters, bool c
     at::NoGradGuard g;
     targets = fake_targets(net->forward(train_images));
   }
-  const Timing train_s = timed(
+  const Timing train_s = !train ? Timing{} : timed(
       [&] {
         auto out = net->forward(train_images);
         auto losses = detseg::detection_loss(out.cls_logits, out.box_regression, targets.labels,
@@ -113,11 +114,13 @@ Timing time_full_detect(int iters) {
 
 int main(int argc, char** argv) {
   int threads = 2, iters = 3;
-  bool peer = true, channels_last = false;
+  bool peer = true, channels_last = false, train = true;
   int positional = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-peer")) {
       peer = false;
+    } else if (!std::strcmp(argv[i], "--inference-only")) {
+      train = false;
     } else if (!std::strcmp(argv[i], "--channels-last")) {
       channels_last = true;
     } else if (positional++ == 0) {
@@ -140,7 +143,7 @@ int main(int argc, char** argv) {
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
     }
   }
-  const auto [r_train, r_infer] = time_network(retina, 320, iters, channels_last);
+  const auto [r_train, r_infer] = time_network(retina, 320, iters, channels_last, train);
   const Timing r_full = time_full_detect(iters);
   const double r_rss = peak_rss_mb();
 
@@ -171,7 +174,7 @@ int main(int argc, char** argv) {
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
     }
   }
-  const auto [d_train, d_infer] = time_network(d0, 512, iters, channels_last);
+  const auto [d_train, d_infer] = time_network(d0, 512, iters, channels_last, train);
   row("efficientdet_d0 512 train step (batch 2)", d_train, "-");
   row("efficientdet_d0 512 network fwd (batch 1)", d_infer, "-");
   return 0;

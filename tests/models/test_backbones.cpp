@@ -8,6 +8,7 @@
 #include "detseg/core/files.h"
 #include "detseg/models/backbones/efficientnet.h"
 #include "detseg/models/backbones/resnet.h"
+#include "detseg/models/layers/conv_bn_act.h"
 
 namespace {
 
@@ -48,6 +49,50 @@ TEST(ResNet, FeatureShapesStridesAndFreezing) {
   EXPECT_FALSE(net->stages[0][0]->conv1->weight.requires_grad());
   EXPECT_TRUE(net->stages[1][0]->conv1->weight.requires_grad());
   EXPECT_THROW(detseg::ResNet(detseg::ResNetOptions(42)), detseg::ConfigError);
+}
+
+// Inference without autograd runs the body in oneDNN's blocked layout with folded, cached
+// weights; with autograd on, the plain path. Both must agree, and the cache must follow any
+// change of the weights or norm statistics.
+TEST(ResNet, OneDnnInferencePathMatchesPlainPathAndTracksWeightChanges) {
+  at::manual_seed(3);
+  for (bool frozen : {true, false}) {
+    SCOPED_TRACE(frozen);
+    detseg::ResNet net(detseg::ResNetOptions(50).frozen_bn(frozen).frozen_stages(0));
+    {
+      at::NoGradGuard g;
+      for (auto& b : net->named_buffers()) {
+        if (b.key().find("running_var") != std::string::npos) b.value().uniform_(0.5, 2.0);
+        if (b.key().find("running_mean") != std::string::npos) b.value().normal_(0, 0.1);
+      }
+    }
+    net->eval();
+    const at::Tensor x = at::randn({1, 3, 65, 97});
+    auto compare = [&] {
+      std::vector<at::Tensor> plain;
+      {
+        at::AutoGradMode on(true);  // autograd on: the plain path
+        ASSERT_FALSE(detseg::mkldnn_inference_enabled(x, false));
+        plain = net->forward(x);
+      }
+      at::NoGradGuard g;
+      if (!detseg::mkldnn_inference_enabled(x, false)) GTEST_SKIP() << "LibTorch built without oneDNN";
+      const auto blocked = net->forward(x);
+      ASSERT_EQ(blocked.size(), plain.size());
+      for (size_t i = 0; i < plain.size(); ++i) {
+        EXPECT_FALSE(blocked[i].is_mkldnn());
+        const double scale = plain[i].abs().max().item<double>();
+        EXPECT_LT((blocked[i] - plain[i]).abs().max().item<double>(), 1e-4 * scale) << "level " << i;
+      }
+    };
+    compare();
+    {
+      at::NoGradGuard g;
+      net->stages[1][0]->conv2->weight.mul_(0.5);
+      net->stages[2][1]->bn1->running_var.mul_(3.0);
+    }
+    compare();  // a stale cached weight would differ here
+  }
 }
 
 TEST(EfficientNet, KeysAndShapesEqualTorchvisionB0) {

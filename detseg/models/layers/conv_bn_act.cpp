@@ -2,6 +2,10 @@
 #include "detseg/models/layers/conv_bn_act.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cstdlib>
+#include <cstring>
 
 namespace detseg {
 
@@ -37,17 +41,56 @@ torch::nn::Conv2d make_conv2d(int64_t in, int64_t out, int64_t kernel, int64_t s
                                .bias(bias));
 }
 
+bool mkldnn_inference_enabled(const at::Tensor& x, bool training) {
+  static const bool allowed = [] {
+    const char* v = std::getenv("DETSEG_MKLDNN_INFERENCE");
+    return at::hasMKLDNN() && !(v && std::strcmp(v, "0") == 0);
+  }();
+  return allowed && !training && !at::GradMode::is_enabled() && x.device().is_cpu() &&
+         x.scalar_type() == at::kFloat && x.layout() == at::kStrided;
+}
+
+namespace {
+
+// The folded affine of a frozen (or eval-mode) norm: y = conv(x) * scale + shift.
+std::pair<at::Tensor, at::Tensor> folded_affine(const Norm2dImpl& norm) {
+  const at::Tensor scale = norm.weight * (norm.running_var + norm.options.eps()).rsqrt();
+  return {scale, norm.bias - norm.running_mean * scale};
+}
+
+at::Tensor conv2d_norm_mkldnn(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x,
+                              at::IntArrayRef padding) {
+  TORCH_CHECK(norm && (norm->options.frozen() || !norm->is_training()) && !conv->options.bias(),
+              "conv2d_norm: the oneDNN inference path needs a bias-free conv and a frozen or eval-mode norm");
+  PackedConvWeights& packed = norm->packed_conv;
+  std::vector<std::pair<const void*, uint32_t>> sources;
+  for (const at::Tensor* t : {&conv->weight, &norm->weight, &norm->bias, &norm->running_mean, &norm->running_var})
+    sources.emplace_back(t->data_ptr(), t->_version());
+  if (!packed.weight.defined() || packed.made_from != sources) {
+    const auto [scale, shift] = folded_affine(*norm);
+    const at::Tensor weight = conv->weight * scale.view({-1, 1, 1, 1});
+    packed.weight = at::mkldnn_reorder_conv2d_weight(weight.to_mkldnn(), padding, *conv->options.stride(),
+                                                     *conv->options.dilation(), conv->options.groups());
+    packed.bias = shift.contiguous();
+    packed.made_from = std::move(sources);
+  }
+  return at::mkldnn_convolution(x, packed.weight, packed.bias, padding, *conv->options.stride(),
+                                *conv->options.dilation(), conv->options.groups());
+}
+
+}  // namespace
+
 at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x) {
+  // Every conv here pads dilation * (k - 1) / 2 (make_conv2d, ResNet's 7x7 stem with 3).
+  const auto& d = *conv->options.dilation();
+  const std::array<int64_t, 2> padding = {d[0] * (conv->weight.size(2) - 1) / 2, d[1] * (conv->weight.size(3) - 1) / 2};
+  if (x.is_mkldnn()) return conv2d_norm_mkldnn(conv, norm, x, padding);
   if (!norm || !norm->options.frozen()) {
     at::Tensor y = conv->forward(x);
     return norm ? norm->forward(y) : y;
   }
   TORCH_CHECK(!conv->options.bias(), "conv2d_norm: a conv followed by a frozen norm has no bias");
-  // Every conv here pads dilation * (k - 1) / 2 (make_conv2d, ResNet's 7x7 stem with 3).
-  const auto& d = *conv->options.dilation();
-  const std::array<int64_t, 2> padding = {d[0] * (conv->weight.size(2) - 1) / 2, d[1] * (conv->weight.size(3) - 1) / 2};
-  const at::Tensor scale = norm->weight * (norm->running_var + norm->options.eps()).rsqrt();
-  const at::Tensor shift = norm->bias - norm->running_mean * scale;
+  const auto [scale, shift] = folded_affine(*norm);
   const at::Tensor weight = conv->weight * scale.view({-1, 1, 1, 1});
   return at::conv2d(x, weight, shift, *conv->options.stride(), padding,
                     *conv->options.dilation(), conv->options.groups());

@@ -48,7 +48,15 @@ TORCH_MODULE(ConvBnAct);
 // shift), so training and inference skip a separate pass over the activations, forward and
 // backward; gradients still reach conv.weight through the fold. Same values up to rounding.
 // Assumes "same" padding dilation * (k - 1) / 2, as make_conv2d builds.
+// An x in oneDNN's layout (x.is_mkldnn(), inference only, see mkldnn_inference_enabled) gives a
+// result in that layout, computed with the folded weights cached in `norm` (which must be frozen
+// or in eval mode).
 at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x);
+
+// Whether a backbone should run `x` through its convolutions in oneDNN's blocked layout: CPU
+// float inference without autograd (no backward exists in that layout) and not switched off with
+// DETSEG_MKLDNN_INFERENCE=0. Saves the reorders oneDNN otherwise does around every conv.
+bool mkldnn_inference_enabled(const at::Tensor& x, bool training);
 
 // Plain conv with torchvision-style "same" padding dilation * (k - 1) / 2.
 torch::nn::Conv2d make_conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
