@@ -1,6 +1,8 @@
 #include "detseg/engine/inputs.h"
 
+#include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include "detseg/core/error.h"
 #include "detseg/core/log.h"
@@ -24,6 +26,16 @@ std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& inpu
     options.image_dir = input.images.empty() ? input.annotations + "/JPEGImages" : input.images;
   } else {
     throw ConfigError("input.format: " + input.format + " is not a detection format (coco, voc)");
+  }
+  if (input.max_images > 0 && static_cast<int64_t>(coco.images.size()) > input.max_images) {
+    // The first max_images images in file order, with their annotations only.
+    coco.images.resize(static_cast<size_t>(input.max_images));
+    std::unordered_set<int64_t> kept;
+    for (const CocoImage& image : coco.images) kept.insert(image.id);
+    coco.annotations.erase(std::remove_if(coco.annotations.begin(), coco.annotations.end(),
+                                          [&](const CocoAnnotation& a) { return !kept.count(a.image_id); }),
+                           coco.annotations.end());
+    coco.index();
   }
   options.invalid_boxes = parse_box_policy(input.box_policy);
   options.skip_empty_images = false;

@@ -17,6 +17,7 @@
 #include "detseg/config/config.h"
 #include "detseg/core/error.h"
 #include "detseg/data/readers/coco.h"
+#include "detseg/engine/inputs.h"
 #include "detseg/engine/train_loop.h"
 #include "detseg/models/build.h"
 #include "detseg/train/checkpoint.h"
@@ -272,4 +273,25 @@ TEST(Engine, ContinuousEvalWatchesALiveTrainer) {
   for (const auto& entry : fs::directory_iterator(dir / "eval"))
     if (entry.path().filename().string().find("tfevents") != std::string::npos) events = true;
   EXPECT_TRUE(events);
+}
+
+// input.max_images keeps the first images of the file, with exactly their annotations.
+TEST(Inputs, MaxImagesKeepsTheFirstImagesAndTheirAnnotations) {
+  const std::string annotations = std::string(DETSEG_SOURCE_DIR) + "/assets/demo/train.json";
+  const detseg::CocoDataset all = detseg::read_coco(annotations);
+  ASSERT_GT(all.images.size(), 3u);
+  size_t expected_boxes = 0;
+  for (const auto& a : all.annotations)
+    for (size_t i = 0; i < 3; ++i) expected_boxes += a.image_id == all.images[i].id;
+  detseg::InputConfig input;
+  input.annotations = annotations;
+  input.images = std::string(DETSEG_SOURCE_DIR) + "/assets/demo/images";
+  input.max_images = 3;
+  auto dataset = detseg::make_detection_dataset(input, /*training=*/false);
+  ASSERT_EQ(dataset->size(), 3);
+  EXPECT_EQ(dataset->coco().annotations.size(), expected_boxes);
+  for (int64_t i = 0; i < 3; ++i)
+    EXPECT_EQ(dataset->coco().images[static_cast<size_t>(dataset->image_position(i))].id, all.images[static_cast<size_t>(i)].id);
+  input.max_images = 0;
+  EXPECT_EQ(detseg::make_detection_dataset(input, false)->size(), static_cast<int64_t>(all.images.size()));
 }
