@@ -10,44 +10,24 @@
 #include <ATen/Parallel.h>
 #include <torch/optim/sgd.h>
 
-#include <sys/resource.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_timing.h"
 #include "detseg/config/config.h"
 #include "detseg/models/build.h"
 
 namespace {
 
-struct Timing {
-  double wall = 0, cpu = 0;
-};
-double process_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-Timing timed(const std::function<void()>& fn, int iters) {
-  fn();  // warm-up
-  const double cpu0 = process_cpu_s();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) fn();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {wall / iters, (process_cpu_s() - cpu0) / iters};
-}
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_maxrss / 1024.0;
-}
+using detseg::bench::peak_rss_mb;
+using detseg::bench::timed;
+using detseg::bench::Timing;
 
 // The peer's batch: two 320x320 images with the same two boxes (classes 1 and 5 of torchvision's
 // 91, i.e. our 0 and 4) and rectangular masks.
@@ -126,19 +106,9 @@ int main(int argc, char** argv) {
   const double m_rss = peak_rss_mb();
 
   nlohmann::json tv;
-  if (peer) {
-    const std::string cmd = "/usr/bin/python3 " DETSEG_SOURCE_DIR "/bench/peers/bench_two_stage_torchvision.py " +
-                            std::to_string(threads) + " " + std::to_string(iters);
-    FILE* pipe = popen(cmd.c_str(), "r");
-    std::string text;
-    char buf[4096];
-    while (pipe && fgets(buf, sizeof buf, pipe)) text += buf;
-    if (pipe && pclose(pipe) == 0 && text.find('{') != std::string::npos) {
-      tv = nlohmann::json::parse(text.substr(text.find('{')));
-    } else {
-      std::printf("torchvision peer failed or absent (%s): no ratios\n", cmd.c_str());
-    }
-  }
+  if (peer)
+    tv = detseg::bench::run_peer("/usr/bin/python3 " DETSEG_SOURCE_DIR "/bench/peers/bench_two_stage_torchvision.py " +
+                                 std::to_string(threads) + " " + std::to_string(iters));
   auto row = [&](const char* name, const Timing& ours, const char* key) {
     std::printf("%-44s %7.3f / %7.3f", name, ours.wall, ours.cpu);
     if (tv.contains(key)) {

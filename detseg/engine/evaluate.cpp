@@ -21,14 +21,22 @@
 
 namespace detseg {
 
-std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const std::string& checkpoint,
-                                            int64_t* step) {
-  auto model = build_detector(config);
-  // With EMA on, the averaged weights are the ones to evaluate and export (the reference's rule).
-  int64_t loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
+namespace {
+
+// With EMA on, the averaged weights are the ones to evaluate and export (the reference's rule).
+template <typename Model>
+std::shared_ptr<Model> loaded_for_eval(std::shared_ptr<Model> model, const std::string& checkpoint, int64_t* step) {
+  const int64_t loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
   if (step) *step = loaded_step;
   model->eval();
   return model;
+}
+
+}  // namespace
+
+std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const std::string& checkpoint,
+                                            int64_t* step) {
+  return loaded_for_eval(build_detector(config), checkpoint, step);
 }
 
 namespace {
@@ -210,11 +218,7 @@ std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
 
 std::shared_ptr<SegmenterImpl> load_segmenter(const PipelineConfig& config, const std::string& checkpoint,
                                               int64_t* step) {
-  auto model = build_segmenter(config);
-  int64_t loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
-  if (step) *step = loaded_step;
-  model->eval();
-  return model;
+  return loaded_for_eval(build_segmenter(config), checkpoint, step);
 }
 
 SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, SegmenterImpl& model,

@@ -60,14 +60,32 @@ void write_png(const std::string& path, const cv::Mat& image) {
   write_file_atomic(path, std::string(png.begin(), png.end()));
 }
 
+// Class names and COCO category ids stored with the weights by `detseg train` (empty when absent).
+struct CheckpointLabels {
+  std::vector<std::string> names;
+  std::vector<int64_t> category_ids;
+};
+CheckpointLabels checkpoint_labels(const std::string& checkpoint) {
+  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint(checkpoint).metadata_json, nullptr, false);
+  CheckpointLabels labels;
+  if (meta.is_object() && meta.contains("class_names")) meta["class_names"].get_to(labels.names);
+  if (meta.is_object() && meta.contains("category_ids")) meta["category_ids"].get_to(labels.category_ids);
+  return labels;
+}
+
+// One image file as the model's evaluation input: decoded, resized/padded as eval_input says.
+Batch image_batch(const std::string& path, int64_t index, const LoaderOptions& loader) {
+  Example ex = example_from_file(path, index);
+  Rng rng(0);
+  augment(ex, loader.augment, rng);
+  return collate({ex}, loader.collate);
+}
+
 // Segmenters: <stem>.png colour label map, <stem>_overlay.png on the photo, <stem>_labels.png
 // class ids (single channel), and segmentation.json with each image's class pixel fractions.
 int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions& options) {
   torch::NoGradGuard no_grad;
-  Checkpoint checkpoint_meta = read_checkpoint(options.checkpoint);
-  nlohmann::json meta = nlohmann::json::parse(checkpoint_meta.metadata_json, nullptr, false);
-  std::vector<std::string> names;
-  if (meta.is_object() && meta.contains("class_names")) meta["class_names"].get_to(names);
+  const std::vector<std::string> names = checkpoint_labels(options.checkpoint).names;
   auto model = load_segmenter(config, options.checkpoint);
   std::vector<std::string> images = list_images(options.input);
   make_directories(options.output);
@@ -75,10 +93,7 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
   for (const std::string& path : images) {
-    Example ex = example_from_file(path, index);
-    Rng rng(0);
-    augment(ex, loader.augment, rng);
-    const at::Tensor labels = model->segment(collate({ex}, loader.collate))[0];
+    const at::Tensor labels = model->segment(image_batch(path, index, loader))[0];
     const at::Tensor counts = at::bincount(labels.reshape({-1}), {}, model->num_classes()).to(at::kDouble);
     nlohmann::json fractions = nlohmann::json::object();
     for (int64_t k = 0; k < model->num_classes(); ++k) {
@@ -108,12 +123,7 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
 int64_t predict_images(const PipelineConfig& config, const PredictOptions& options) {
   if (is_segmentation_model(config)) return predict_segmentation(config, options);
   torch::NoGradGuard no_grad;
-  Checkpoint checkpoint_meta = read_checkpoint(options.checkpoint);
-  nlohmann::json meta = nlohmann::json::parse(checkpoint_meta.metadata_json, nullptr, false);
-  std::vector<std::string> names;
-  std::vector<int64_t> category_ids;
-  if (meta.is_object() && meta.contains("class_names")) meta["class_names"].get_to(names);
-  if (meta.is_object() && meta.contains("category_ids")) meta["category_ids"].get_to(category_ids);
+  const auto [names, category_ids] = checkpoint_labels(options.checkpoint);
   auto model = load_detector(config, options.checkpoint);
   std::vector<std::string> images = list_images(options.input);
   make_directories(options.output);
@@ -122,11 +132,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
   for (const std::string& path : images) {
-    Example ex = example_from_file(path, index);
-    Rng rng(0);
-    augment(ex, loader.augment, rng);
-    Batch batch = collate({ex}, loader.collate);
-    Boxes d = model->detect(batch)[0];
+    Boxes d = model->detect(image_batch(path, index, loader))[0];
 
     std::vector<DrawnBox> drawn;
     std::vector<DrawnMask> drawn_masks;
