@@ -93,7 +93,7 @@ void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
           "the final boxes (inference; training runs 2)");
   v.field("feature_extractor", c.feature_extractor, one_of({"fpn", "c4"}),
           "fpn: ResNet + FPN P2-P6 with RoIAlign (torchvision's layout); c4: the reference's ResNet C4 (RPN on layer3, "
-          "crop_and_resize + max-pool, layer4 as the box classifier; no masks)");
+          "crop_and_resize + max-pool, layer4 as the box classifier; mask_rcnn's mask head reads layer4's region features)");
   v.field("initial_crop_size", c.initial_crop_size, range(1, 256), "c4: crop_and_resize size of each region");
   v.field("maxpool_kernel_size", c.maxpool_kernel_size, range(1, 16), "c4: max-pool kernel after the crop");
   v.field("maxpool_stride", c.maxpool_stride, range(1, 16), "c4: max-pool stride after the crop");
@@ -148,8 +148,10 @@ void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
   v.field("hard_example_miner_iou_threshold", c.hard_example_miner_iou_threshold, range(0, 1), "Hard-example miner NMS IoU");
   v.field("representation_size", c.representation_size, range(1, 65536), "Box head (two fully connected layers) width");
   v.field("box_pool_size", c.box_pool_size, range(1, 64), "RoIAlign output size for the box head");
-  v.field("mask_pool_size", c.mask_pool_size, range(1, 64), "RoIAlign output size for the mask head (masks are twice this)");
-  v.field("mask_head_depth", c.mask_head_depth, range(1, 4096), "Channels of the mask head's 4 convs and deconv (torchvision: 256)");
+  v.field("mask_pool_size", c.mask_pool_size, range(1, 64), "fpn: RoIAlign output size for the mask head (masks are twice this); c4 ignores it: masks are twice "
+          "the max-pooled crop, (initial_crop_size - maxpool_kernel_size) / maxpool_stride + 1");
+  v.field("mask_head_depth", c.mask_head_depth, range(1, 4096), "fpn: channels of the mask head's 4 convs and deconv (torchvision: 256); c4: of the deconv on layer4's "
+          "region features (detectron2: 256)");
   v.field("mask_threshold", c.mask_threshold, range(0, 1), "Pasted mask probability at or above which a pixel is in the mask");
   v.field("output_detection_features", c.output_detection_features, any(),
           "Attach mean-pooled RoI features to each detection (Boxes field \"features\")");
@@ -650,8 +652,13 @@ void check_consistency(const PipelineConfig& c) {
                         "model.faster_rcnn.first_stage_anchor_sizes: one size per feature map (", levels,
                         f.feature_extractor == "c4" ? ": C4's layer3" : ": FPN levels P2-P6", "), got ",
                         f.first_stage_anchor_sizes.size());
-    DETSEG_CONFIG_CHECK(c.model.type != "mask_rcnn" || f.feature_extractor == "fpn", at,
-                        "model.faster_rcnn.feature_extractor: mask_rcnn needs fpn (the C4 layout has no mask head)");
+    if (f.feature_extractor == "c4") {
+      // The crop must survive the max-pool: the box classifier and C4's mask head read that map.
+      DETSEG_CONFIG_CHECK(f.initial_crop_size >= f.maxpool_kernel_size, at,
+                          "model.faster_rcnn.initial_crop_size (", f.initial_crop_size,
+                          ") must be at least maxpool_kernel_size (", f.maxpool_kernel_size,
+                          ") with feature_extractor c4");
+    }
     DETSEG_CONFIG_CHECK(f.first_stage_box_coder_scales.size() == 4 && f.second_stage_box_coder_scales.size() == 4, at,
                         "model.faster_rcnn.*_box_coder_scales: 4 values (y, x, h, w)");
     DETSEG_CONFIG_CHECK(f.first_stage_unmatched_threshold <= f.first_stage_matched_threshold, at,

@@ -1,4 +1,4 @@
-// Implements: Faster R-CNN / Mask R-CNN networks (ResNet + FPN), torchvision layout.
+// Implements: Faster R-CNN / Mask R-CNN networks (ResNet + FPN in torchvision's layout, or ResNet C4).
 #include "detseg/models/faster_rcnn_network.h"
 
 #include <ATen/ATen.h>
@@ -60,7 +60,8 @@ FasterRcnnNetworkImpl::FasterRcnnNetworkImpl(const FasterRcnnNetworkOptions& opt
   int64_t rpn_in = o.fpn_channels(), representation = o.representation_size();
   auto roi_heads = std::make_shared<torch::nn::Module>("RoIHeads");
   if (o.c4()) {
-    DETSEG_CONFIG_CHECK(!o.masks(), "Faster R-CNN: the C4 layout has no mask head (use the FPN layout for Mask R-CNN)");
+    DETSEG_CONFIG_CHECK(o.initial_crop_size() >= o.maxpool_kernel_size(), "Faster R-CNN C4: initial_crop_size (",
+                        o.initial_crop_size(), ") must be at least maxpool_kernel_size (", o.maxpool_kernel_size(), ")");
     auto holder = std::make_shared<torch::nn::Module>("BackboneC4");
     c4_body = holder->register_module("body", ResNet(ResNetOptions(body_options).returned_layers({3})));
     register_module("backbone", holder);
@@ -91,19 +92,24 @@ FasterRcnnNetworkImpl::FasterRcnnNetworkImpl(const FasterRcnnNetworkOptions& opt
       "bbox_pred", torch::nn::Linear(representation, (o.share_box_across_classes() ? 1 : k1) * 4));
   roi_heads->register_module("box_predictor", predictor);
   if (o.masks()) {
-    torch::nn::ModuleList mask_head;
-    int64_t in = o.fpn_channels();
-    for (int64_t i = 0; i < o.mask_layers(); ++i) {
-      mask_convs.emplace_back(ConvBnActOptions(in, o.mask_depth(), 3).norm(false));
-      init_kaiming(mask_convs.back()->conv->weight, mask_convs.back()->conv->bias);
-      mask_head->push_back(mask_convs.back());
-      in = o.mask_depth();
+    // FPN: torchvision's MaskRCNNHeads (mask_layers 3x3 convs) on RoIAlign features. C4: the
+    // layer4 region features go straight to the deconv (detectron2's C4 head has no convs).
+    int64_t in = o.c4() ? c4_body->stage_channels[3] : o.fpn_channels();
+    if (!o.c4()) {
+      torch::nn::ModuleList mask_head;
+      for (int64_t i = 0; i < o.mask_layers(); ++i) {
+        mask_convs.emplace_back(ConvBnActOptions(in, o.mask_depth(), 3).norm(false));
+        init_kaiming(mask_convs.back()->conv->weight, mask_convs.back()->conv->bias);
+        mask_head->push_back(mask_convs.back());
+        in = o.mask_depth();
+      }
+      roi_heads->register_module("mask_head", mask_head);
     }
-    roi_heads->register_module("mask_head", mask_head);
     auto mask_predictor = std::make_shared<torch::nn::Module>("MaskRCNNPredictor");
     conv5_mask = mask_predictor->register_module(
-        "conv5_mask", torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(in, in, 2).stride(2)));
-    mask_fcn_logits = mask_predictor->register_module("mask_fcn_logits", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, k1, 1)));
+        "conv5_mask", torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(in, o.mask_depth(), 2).stride(2)));
+    mask_fcn_logits = mask_predictor->register_module(
+        "mask_fcn_logits", torch::nn::Conv2d(torch::nn::Conv2dOptions(o.mask_depth(), k1, 1)));
     init_kaiming(conv5_mask->weight, conv5_mask->bias);
     init_kaiming(mask_fcn_logits->weight, mask_fcn_logits->bias);
     roi_heads->register_module("mask_predictor", mask_predictor);
@@ -134,16 +140,13 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
   const int64_t k = rois.size(0);
   if (options.c4()) {
     // The reference's crop_and_resize on boxes normalised by the image, then max-pooling.
+    if (k == 0) return at::zeros({0, features[0].size(1), c4_pooled_size(), c4_pooled_size()}, features[0].options());
     CropAndResizeOptions cr;
     cr.crop_size = {options.initial_crop_size(), options.initial_crop_size()};
     at::Tensor boxes = xyxy_to_normalized_yxyx(rois.slice(1, 1, 5), static_cast<double>(image_hw[0]),
                                                static_cast<double>(image_hw[1]));
     at::Tensor crops = crop_and_resize(features[0], boxes, rois.select(1, 0).to(at::kInt), cr);
     const int64_t kk = options.maxpool_kernel_size(), ks = options.maxpool_stride();
-    if (k == 0) {
-      const int64_t out = (options.initial_crop_size() - kk) / ks + 1;
-      return at::zeros({0, features[0].size(1), out, out}, features[0].options());
-    }
     return at::max_pool2d(crops, {kk, kk}, {ks, ks});
   }
   at::Tensor out = at::zeros({k, features[0].size(1), size, size}, features[0].options());
@@ -166,25 +169,41 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
   return out;
 }
 
-at::Tensor FasterRcnnNetworkImpl::box_representation(const at::Tensor& pooled) {
-  if (options.c4()) {
-    at::Tensor y = pooled;
-    for (auto& block : c4_body->stages[3]) y = block->forward(y);
-    return y.mean({2, 3});
-  }
-  at::Tensor x = at::relu(fc6->forward(pooled.flatten(1)));
+int64_t FasterRcnnNetworkImpl::c4_pooled_size() const {
+  return (options.initial_crop_size() - options.maxpool_kernel_size()) / options.maxpool_stride() + 1;
+}
+
+int64_t FasterRcnnNetworkImpl::mask_size() const {
+  return 2 * (options.c4() ? c4_pooled_size() : options.mask_pool_size());
+}
+
+at::Tensor FasterRcnnNetworkImpl::box_classifier_features(const at::Tensor& pooled) {
+  if (!options.c4()) return pooled;
+  at::Tensor y = pooled;
+  for (auto& block : c4_body->stages[3]) y = block->forward(y);
+  return y;
+}
+
+at::Tensor FasterRcnnNetworkImpl::box_representation(const at::Tensor& region_features) {
+  if (options.c4()) return region_features.mean({2, 3});
+  at::Tensor x = at::relu(fc6->forward(region_features.flatten(1)));
   return at::relu(fc7->forward(x));
 }
 
-std::pair<at::Tensor, at::Tensor> FasterRcnnNetworkImpl::box_predictions(const at::Tensor& pooled) {
-  at::Tensor x = box_representation(pooled);
+std::pair<at::Tensor, at::Tensor> FasterRcnnNetworkImpl::box_predictions(const at::Tensor& region_features) {
+  at::Tensor x = box_representation(region_features);
   at::Tensor deltas = bbox_pred->forward(x);
   return {cls_score->forward(x), deltas.view({deltas.size(0), -1, 4})};
 }
 
-at::Tensor FasterRcnnNetworkImpl::mask_logits(const at::Tensor& pooled) {
+at::Tensor FasterRcnnNetworkImpl::mask_features(const std::vector<at::Tensor>& features, const at::Tensor& rois) {
+  if (options.c4()) return box_classifier_features(roi_features(features, rois, 0));
+  return roi_features(features, rois, options.mask_pool_size());
+}
+
+at::Tensor FasterRcnnNetworkImpl::mask_logits(const at::Tensor& mask_input) {
   DETSEG_CHECK(options.masks(), "Faster R-CNN network: built without a mask head");
-  at::Tensor x = pooled;
+  at::Tensor x = mask_input;
   for (auto& c : mask_convs) x = c->forward(x);
   x = at::relu(conv5_mask->forward(x));
   return mask_fcn_logits->forward(x);

@@ -1,9 +1,12 @@
 // Implements: the networks of Faster R-CNN and Mask R-CNN with a ResNet + FPN feature extractor,
 // laid out like torchvision's fasterrcnn_resnet50_fpn / maskrcnn_resnet50_fpn so their state dicts
-// load key for key: backbone.body.* (ResNet), backbone.fpn.* (P2-P5 + max-pooled P6),
+// load key for key, or with the reference's ResNet C4 feature extractor (layer3 first stage, layer4
+// second stage: torchvision's resnet split, backbone.body.*) and detectron2's C4 mask head. FPN
+// keys: backbone.body.* (ResNet), backbone.fpn.* (P2-P5 + max-pooled P6),
 // rpn.head.{conv.0.0, cls_logits, bbox_pred}.*, roi_heads.box_head.{fc6, fc7}.*,
 // roi_heads.box_predictor.{cls_score, bbox_pred}.*, roi_heads.mask_head.i.0.*,
-// roi_heads.mask_predictor.{conv5_mask, mask_fcn_logits}.*.
+// roi_heads.mask_predictor.{conv5_mask, mask_fcn_logits}.* (C4: the same without fpn, box_head
+// and mask_head).
 // The first stage (feature extractor + RPN head) and the second stage (region features -> box
 // classifier, mask head) are separate calls; targets, sampling, NMS and losses live in
 // meta_archs/faster_rcnn.
@@ -43,12 +46,14 @@ struct FasterRcnnNetworkOptions {
   // One box per class (torchvision: (num_classes + 1) * 4, background included) or one shared box.
   TORCH_ARG(bool, share_box_across_classes) = false;
   TORCH_ARG(bool, masks) = false;          // Mask R-CNN head
-  TORCH_ARG(int64_t, mask_pool_size) = 14;  // mask logits are 2x this
-  TORCH_ARG(int64_t, mask_layers) = 4;
-  TORCH_ARG(int64_t, mask_depth) = 256;
+  TORCH_ARG(int64_t, mask_pool_size) = 14;  // FPN: RoIAlign size of the mask head; logits are 2x this
+  TORCH_ARG(int64_t, mask_layers) = 4;      // FPN: 3x3 convs before the deconv (C4 has none)
+  TORCH_ARG(int64_t, mask_depth) = 256;     // channels of those convs and of the deconv's output
   // The reference's ResNet C4 layout instead of FPN: the RPN and the crops read layer3 (stride 16);
   // each region is crop_and_resize'd to initial_crop_size, max-pooled, run through layer4 (stride 1,
-  // as the reference's block4) and mean-pooled before the predictor. No fc6/fc7, no mask head.
+  // as the reference's block4) and mean-pooled before the predictor. No fc6/fc7. The mask head
+  // (detectron2's C4 head, the reference's 3-stage flow) reads the same layer4 region features:
+  // 2x2 stride-2 deconv + ReLU, 1x1 conv, so masks are twice the max-pooled crop size.
   TORCH_ARG(bool, c4) = false;
   TORCH_ARG(int64_t, initial_crop_size) = 14;
   TORCH_ARG(int64_t, maxpool_kernel_size) = 2;
@@ -84,13 +89,22 @@ class FasterRcnnNetworkImpl : public torch::nn::Module {
   // C4: crop_and_resize of layer3 to initial_crop_size (boxes normalised by the image size, TF
   // semantics) then max-pool; `size` is ignored.
   at::Tensor roi_features(const std::vector<at::Tensor>& features, const at::Tensor& rois, int64_t size) const;
-  // Box classifier on pooled features [K, C, P, P] -> class logits [K, num_classes + 1] (background
+  // The second stage's per-region features from roi_features()' output: C4: layer4 (stride 1)
+  // -> [K, C5, S, S] (the reference's box_classifier_features); FPN: the pooled features themselves.
+  at::Tensor box_classifier_features(const at::Tensor& pooled);
+  // Box classifier on box_classifier_features -> class logits [K, num_classes + 1] (background
   // first) and box deltas [K, num_classes + 1, 4] (or [K, 1, 4] shared), torchvision order.
-  std::pair<at::Tensor, at::Tensor> box_predictions(const at::Tensor& pooled);
-  // The box head's representation [K, representation_size] (C4: layer4 then mean: [K, C5]).
-  at::Tensor box_representation(const at::Tensor& pooled);
-  // Mask head on pooled features [K, C, M, M] -> mask logits [K, num_classes + 1, 2M, 2M].
-  at::Tensor mask_logits(const at::Tensor& pooled);
+  std::pair<at::Tensor, at::Tensor> box_predictions(const at::Tensor& region_features);
+  // The box head's representation [K, representation_size] (C4: the mean of layer4's map: [K, C5]).
+  at::Tensor box_representation(const at::Tensor& region_features);
+  // The mask head's input for rois [K, 5]: FPN: RoIAlign at mask_pool_size; C4: layer4 on the crops.
+  at::Tensor mask_features(const std::vector<at::Tensor>& features, const at::Tensor& rois);
+  // Mask head on mask_features [K, C, M, M] -> mask logits [K, num_classes + 1, 2M, 2M].
+  at::Tensor mask_logits(const at::Tensor& mask_input);
+  // Side of the mask logits: 2 x mask_pool_size (FPN) or 2 x the max-pooled crop (C4).
+  int64_t mask_size() const;
+  // C4: side of a max-pooled crop, (initial_crop_size - kernel) / stride + 1.
+  int64_t c4_pooled_size() const;
 
   FasterRcnnNetworkOptions options;
   ResNetFpn backbone{nullptr};  // FPN layout
@@ -99,7 +113,7 @@ class FasterRcnnNetworkImpl : public torch::nn::Module {
   RpnHead rpn_head{nullptr};  // registered as rpn.head
   torch::nn::Linear fc6{nullptr}, fc7{nullptr};             // roi_heads.box_head
   torch::nn::Linear cls_score{nullptr}, bbox_pred{nullptr};  // roi_heads.box_predictor
-  std::vector<ConvBnAct> mask_convs;                        // roi_heads.mask_head.i
+  std::vector<ConvBnAct> mask_convs;                        // roi_heads.mask_head.i (FPN)
   torch::nn::ConvTranspose2d conv5_mask{nullptr};           // roi_heads.mask_predictor
   torch::nn::Conv2d mask_fcn_logits{nullptr};
 };

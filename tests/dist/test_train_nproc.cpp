@@ -1,6 +1,7 @@
 // `detseg train --nproc N` end to end with the real binary: RetinaNet-R18 on 4 demo images at
 // 128 px. Two workers x batch 1 reach the same weights as one process x batch 2; only rank 0
-// writes; a 2-process run resumes in 1 process; a killed or hung worker stops the job.
+// writes; a 2-process run resumes in 1 process; a killed or hung worker stops the job. A Mask
+// R-CNN's final evaluation sharded over 2 ranks (bbox + segm) equals a 1-process one.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -173,6 +174,64 @@ TEST(TrainNproc, TwoWorkersMatchOneProcessAndResumeInOne) {
   EXPECT_NE(c.output.find("step 2 continues at loader batch 4"), std::string::npos) << c.output;
   EXPECT_TRUE(fs::exists(two / "ckpt-3.dsckpt"));
   EXPECT_EQ(count_lines(two / "metrics.jsonl"), 3);
+}
+
+// Mask R-CNN: the final evaluation with masks (bbox and segm COCO stats, mask loss), sharded over
+// the 2 ranks and merged on rank 0, equals a 1-process `detseg eval` of the same checkpoint.
+TEST(TrainNproc, MaskRcnnShardedEvalMatchesOneProcess) {
+  const std::string coco = std::string(DETSEG_SHARED_DIR) + "/data/coco128";
+  if (!fs::exists(coco)) GTEST_SKIP() << coco << " not found: sharded mask evaluation not checked";
+  const fs::path dir = workdir() / "mask";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // 4 COCO128 images at 96 px, a slim ResNet-18 FPN Mask R-CNN, 2 steps; score threshold 0 so
+  // every image has detections and masks to evaluate.
+  const std::string input = "{annotations: '" + coco + "/annotations/instances_val2017.json', images: '" + coco +
+                            "/val2017', max_images: 4, num_workers: 1}";
+  std::ofstream(dir / "config.yaml")
+      << "model: {type: mask_rcnn, num_classes: 80, backbone: resnet18, image_size: 96, fpn_channels: 16,
+"
+         "        faster_rcnn: {number_of_stages: 3, first_stage_box_predictor_depth: 16, first_stage_max_proposals: 50,
+"
+         "                      second_stage_batch_size: 32, second_stage_add_groundtruth_proposals: true,
+"
+         "                      representation_size: 32, mask_head_depth: 16}}
+"
+         "postprocess: {score_threshold: 0.0, max_detections_per_image: 20}
+"
+         "train: {batch_size: 1, num_steps: 2, seed: 5, checkpoint_every: 1000, log_every: 1,
+"
+         "        optimizer: {type: adam}, schedule: {type: constant, learning_rate: 0.001},
+"
+         "        distributed: {timeout_s: 30}}
+"
+      << "train_input: " << input << "
+eval: {batch_size: 1}
+eval_input: " << input << "
+";
+  const std::string cfg = (dir / "config.yaml").string();
+  CmdRun b = run("train --nproc 2 --config " + cfg + " --model-dir " + (dir / "two").string());
+  ASSERT_EQ(b.code, 0) << b.output;
+  const fs::path single_eval = dir / "eval-one.json";
+  CmdRun e = run("eval --config " + cfg + " --checkpoint " + (dir / "two" / "ckpt-2.dsckpt").string() + " --json " +
+                 single_eval.string());
+  ASSERT_EQ(e.code, 0) << e.output;
+  const nlohmann::json merged = nlohmann::json::parse(read_text(dir / "two" / "eval-final.json"));
+  const nlohmann::json single = nlohmann::json::parse(read_text(single_eval));
+  EXPECT_EQ(merged["num_images"], 4) << merged.dump();
+  EXPECT_EQ(single["num_images"], 4) << single.dump();
+  ASSERT_TRUE(merged.contains("segm_stats")) << merged.dump();
+  ASSERT_TRUE(single.contains("segm_stats")) << single.dump();
+  for (const char* key : {"stats", "segm_stats"})
+    for (size_t i = 0; i < 12; ++i)
+      EXPECT_NEAR(merged[key][i].get<double>(), single[key][i].get<double>(), 1e-9) << key << "[" << i << "]";
+  ASSERT_TRUE(merged["losses"].is_object()) << merged.dump();
+  EXPECT_TRUE(single["losses"].contains("second_stage_mask_loss")) << single.dump();
+  for (auto& [name, value] : single["losses"].items())
+    EXPECT_NEAR(merged["losses"][name].get<double>(), value.get<double>(), 1e-6 * (1 + std::abs(value.get<double>())))
+        << name;
+  std::printf("sharded mask eval: bbox AP50 %.4f, segm AP50 %.4f, mask loss %.4f\n", single["stats"][1].get<double>(),
+              single["segm_stats"][1].get<double>(), single["losses"]["second_stage_mask_loss"].get<double>());
 }
 
 // Trainable batch norm (all ResNet stages) with train.distributed.sync_batch_norm: the 2 x batch 1

@@ -2,7 +2,8 @@
 // parity of the networks with torchvision 0.14's maskrcnn_resnet50_fpn (RPN objectness/deltas,
 // box-head and mask-head outputs at given boxes, to 1e-4) given its state dict, the RoI level
 // mapping, the losses on a hand-worked case, proposal sampling fractions, and the shapes and
-// padding of every stage count.
+// padding of every stage count; the C4 layout against torchvision's resnet50 split, and C4 Mask
+// R-CNN's shapes and mask-feature reuse.
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -80,6 +81,54 @@ TEST(TwoStageParity, MatchesTorchvisionMaskRcnnResNet50Fpn) {
   const at::Tensor tv_masks = io.at("mask_logits").toTensor();
   ASSERT_EQ(masks.sizes(), tv_masks.sizes());
   EXPECT_LT(max_abs_diff(masks, tv_masks), 1e-4);
+  fs::remove_all(dir);
+}
+
+TEST(TwoStageParity, C4MatchesTorchvisionResNet50Split) {
+  // torchvision has no C4 detector, but the reference's C4 extractor is its resnet split at layer3:
+  // the first stage is conv1..layer3, the second stage layer4 (stride 1) on each region's crop.
+  if (!torchvision_available()) {
+    GTEST_SKIP() << "/usr/bin/python3 with torchvision not found: C4 parity not checked";
+  }
+  const fs::path dir = fs::temp_directory_path() / "detseg_c4_parity";
+  fs::create_directories(dir);
+  const std::string cmd =
+      "/usr/bin/python3 " DETSEG_SOURCE_DIR "/tests/fixtures/make_c4_parity.py " + dir.string() + " 50 160 224";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string io_bytes = detseg::read_file((dir / "io.pt").string());
+  auto io = torch::jit::pickle_load(std::vector<char>(io_bytes.begin(), io_bytes.end())).toGenericDict();
+
+  // A C4 Mask R-CNN: the classifier's state dict fills backbone.body (both stages) completely.
+  detseg::FasterRcnnNetwork net(FasterRcnnNetworkOptions(4).depth(50).c4(true).masks(true));
+  detseg::StateDictLoadOptions lo;
+  lo.add_prefix = "backbone.body.";
+  const detseg::StateDict dict = detseg::read_state_dict((dir / "state_dict.pt").string());
+  const auto report = detseg::load_state_dict(*net, dict, lo);
+  EXPECT_TRUE(report.shape_mismatch.empty()) << report.summary();
+  EXPECT_EQ(report.unexpected, (std::vector<std::string>{"backbone.body.fc.bias", "backbone.body.fc.weight"}))
+      << report.summary();
+  for (const auto& name : report.missing) EXPECT_NE(name.rfind("backbone.body.", 0), 0u) << name;
+  // Everything else loads: convs and batch norms (num_batches_tracked is not kept by frozen BN).
+  size_t expected = 0;
+  for (const auto& [name, value] : dict)
+    expected += name.rfind("fc.", 0) != 0 && name.find("num_batches_tracked") == std::string::npos;
+  EXPECT_EQ(report.loaded.size(), expected);
+  EXPECT_EQ(expected, 53u * 5);  // resnet50: 53 convs, each with its batch norm's 4 tensors
+
+  net->eval();
+  at::NoGradGuard g;
+  const auto features = net->features(io.at("input").toTensor());
+  ASSERT_EQ(features.size(), 1u);
+  const at::Tensor tv_layer3 = io.at("layer3").toTensor();
+  ASSERT_EQ(features[0].sizes(), tv_layer3.sizes());  // [1, 1024, 10, 14]
+  EXPECT_LT(max_abs_diff(features[0], tv_layer3), 1e-4) << "max |layer3| " << tv_layer3.abs().max().item<float>();
+  const at::Tensor region = net->box_classifier_features(io.at("crops").toTensor());
+  const at::Tensor tv_layer4 = io.at("layer4").toTensor();
+  ASSERT_EQ(region.sizes(), tv_layer4.sizes());  // [5, 2048, 7, 7]
+  EXPECT_LT(max_abs_diff(region, tv_layer4), 1e-4) << "max |layer4| " << tv_layer4.abs().max().item<float>();
+  // The mask head reads those features: 7x7 crops give 14x14 logits for the 4 + 1 classes.
+  EXPECT_EQ(net->mask_size(), 14);
+  EXPECT_EQ(net->mask_logits(region).sizes(), (std::vector<int64_t>{5, 5, 14, 14}));
   fs::remove_all(dir);
 }
 
@@ -373,7 +422,9 @@ TEST(TwoStage, C4LayoutShapesAndGradients) {
     EXPECT_EQ(p.class_predictions_with_background.sizes(), (std::vector<int64_t>{40, 4}));
     const at::Tensor crops = model->network->roi_features(p.features, detseg::boxes_to_rois({p.proposal_boxes[0]}), 7);
     EXPECT_EQ(crops.sizes(), (std::vector<int64_t>{20, 256, 7, 7}));
-    EXPECT_EQ(model->network->box_representation(crops).sizes(), (std::vector<int64_t>{20, 512}));
+    const at::Tensor region = model->network->box_classifier_features(crops);
+    EXPECT_EQ(region.sizes(), (std::vector<int64_t>{20, 512, 7, 7}));  // layer4 at stride 1
+    EXPECT_EQ(model->network->box_representation(region).sizes(), (std::vector<int64_t>{20, 512}));
   }
   model->train();
   detseg::ModelLosses l = model->losses(batch);
@@ -386,6 +437,118 @@ TEST(TwoStage, C4LayoutShapesAndGradients) {
   EXPECT_GT(params["backbone.body.layer3.0.conv1.weight"].grad().abs().sum().item<double>(), 0);
   EXPECT_EQ(params["roi_heads.box_predictor.cls_score.weight"].size(1), 512);
   EXPECT_FALSE(params.contains("roi_heads.box_head.fc6.weight"));
+}
+
+std::shared_ptr<FasterRcnnImpl> small_c4_model(FasterRcnnOptions o, bool masks) {
+  o.anchor_sizes = {256};
+  o.anchor_scales = {0.25, 0.5, 1.0, 2.0};
+  o.anchor_aspect_ratios = {0.5, 1.0, 2.0};
+  return std::make_shared<FasterRcnnImpl>(o, FasterRcnnNetworkOptions(o.num_classes).depth(18).c4(true).rpn_depth(32)
+                                                 .masks(masks).mask_depth(16).frozen_stages(0));
+}
+
+TEST(TwoStage, C4MaskRcnnShapesForTwoAndThreeStages) {
+  // C4 masks: 14 crops max-pooled to 7, layer4 (512 channels for ResNet-18), deconv to 14x14.
+  const at::Tensor gt = at::tensor({10.f, 10.f, 60.f, 50.f}).view({1, 4});
+  for (int64_t stages = 2; stages <= 3; ++stages) {
+    SCOPED_TRACE("number_of_stages " + std::to_string(stages));
+    FasterRcnnOptions o;
+    o.num_classes = 3;
+    o.image_size = 96;
+    o.number_of_stages = stages;
+    o.first_stage_max_proposals = 20;
+    o.second_stage_batch_size = 8;
+    o.second_stage_add_groundtruth_proposals = true;
+    o.second_stage_score_threshold = 0.0;
+    o.second_stage_max_total_detections = 10;
+    auto model = small_c4_model(o, true);
+    EXPECT_EQ(model->network->mask_size(), 14);
+    const auto params = model->named_parameters();
+    EXPECT_EQ(params["roi_heads.mask_predictor.conv5_mask.weight"].sizes(), (std::vector<int64_t>{512, 16, 2, 2}));
+    EXPECT_EQ(params["roi_heads.mask_predictor.mask_fcn_logits.weight"].sizes(), (std::vector<int64_t>{4, 16, 1, 1}));
+    EXPECT_FALSE(params.contains("roi_heads.mask_head.0.0.weight"));
+    Batch batch = make_batch(96, gt, at::tensor({1}, at::kLong), 2);
+    batch.image_sizes[1][0] = 64;
+    batch.masks = at::zeros({2, 1, 96, 96}, at::kByte);
+    batch.masks.select(1, 0).slice(1, 10, 50).slice(2, 10, 60).fill_(1);
+    {
+      model->eval();
+      at::NoGradGuard no_grad;
+      detseg::FasterRcnnPredictions p = model->predict(batch);
+      const int64_t valid = p.num_proposals.sum().item<int64_t>();
+      EXPECT_GT(valid, 0);
+      // Two stages: the mask head reads the box classifier's layer4 features of the proposals.
+      // Three: it re-crops at the final boxes, so predict() keeps none.
+      if (stages == 2) {
+        EXPECT_EQ(p.box_classifier_features.sizes(), (std::vector<int64_t>{valid, 512, 7, 7}));
+      } else {
+        EXPECT_FALSE(p.box_classifier_features.defined());
+      }
+      const at::Tensor logits = model->network->mask_logits(
+          model->network->mask_features(p.features, detseg::boxes_to_rois({p.proposal_boxes[0].slice(0, 0, 3)})));
+      EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{3, 4, 14, 14}));
+      auto [losses, dets] = model->losses_and_detect(batch);
+      ASSERT_EQ(losses.parts.size(), 5u);
+      EXPECT_EQ(losses.parts[4].first, "second_stage_mask_loss");
+      EXPECT_TRUE(std::isfinite(losses.parts[4].second.item<double>()));
+      ASSERT_EQ(dets.size(), 2u);
+      for (const auto& d : dets) {
+        d.validate();
+        EXPECT_GT(d.size(), 0);
+        EXPECT_LE(d.size(), 10);
+        ASSERT_TRUE(d.masks.defined());
+        EXPECT_EQ(d.masks.sizes(), (std::vector<int64_t>{d.size(), 96, 96}));
+      }
+      if (stages == 2) {
+        // The stored features give the masks that cropping again gives.
+        detseg::FasterRcnnPredictions again = p;
+        again.box_classifier_features = at::Tensor();
+        const auto stored = model->postprocess(p, batch), cropped = model->postprocess(again, batch);
+        for (size_t b = 0; b < 2; ++b) EXPECT_TRUE(at::allclose(stored[b].masks, cropped[b].masks, 1e-4, 1e-5));
+      }
+    }
+    // Training (3 runs as 2): the mask head reads the sampled proposals' layer4 features.
+    model->train();
+    detseg::FasterRcnnPredictions p = model->predict(batch);
+    EXPECT_EQ(p.box_classifier_features.size(0), p.num_proposals.sum().item<int64_t>());
+    detseg::ModelLosses l = model->loss(p, batch);
+    ASSERT_EQ(l.parts.size(), 5u);
+    const at::Tensor mask_loss = l.parts[4].second;
+    EXPECT_GT(mask_loss.item<double>(), 0);
+    // Its gradient reaches the deconv and layer4 (the second stage) through the stored features.
+    mask_loss.backward();
+    EXPECT_GT(params["roi_heads.mask_predictor.conv5_mask.weight"].grad().abs().sum().item<double>(), 0);
+    EXPECT_GT(params["backbone.body.layer4.1.conv2.weight"].grad().abs().sum().item<double>(), 0);
+  }
+}
+
+TEST(TwoStage, C4MaskLossFromStoredFeaturesEqualsCroppingAgain) {
+  // Frozen batch norm, so layer4's output for a region does not depend on the other regions.
+  FasterRcnnOptions o;
+  o.num_classes = 3;
+  o.image_size = 96;
+  o.first_stage_max_proposals = 20;
+  o.second_stage_batch_size = 8;
+  o.second_stage_add_groundtruth_proposals = true;
+  o.anchor_sizes = {256};
+  o.anchor_scales = {0.25, 0.5, 1.0, 2.0};
+  o.anchor_aspect_ratios = {0.5, 1.0, 2.0};
+  auto model = std::make_shared<FasterRcnnImpl>(
+      o, FasterRcnnNetworkOptions(3).depth(18).c4(true).rpn_depth(32).masks(true).mask_depth(16));
+  Batch batch = make_batch(96, at::tensor({10.f, 10.f, 60.f, 50.f, 50.f, 40.f, 90.f, 90.f}).view({2, 4}),
+                           at::tensor({1, 2}, at::kLong), 2);
+  batch.masks = at::zeros({2, 2, 96, 96}, at::kByte);
+  batch.masks.select(1, 0).slice(1, 10, 50).slice(2, 10, 60).fill_(1);
+  batch.masks.select(1, 1).slice(1, 40, 90).slice(2, 50, 90).fill_(1);
+  model->train();
+  at::NoGradGuard no_grad;
+  detseg::FasterRcnnPredictions p = model->predict(batch);
+  ASSERT_TRUE(p.box_classifier_features.defined());
+  const double stored = model->loss(p, batch).parts.back().second.item<double>();
+  p.box_classifier_features = at::Tensor();
+  const double cropped = model->loss(p, batch).parts.back().second.item<double>();
+  EXPECT_GT(stored, 0);
+  EXPECT_NEAR(stored, cropped, 1e-5 * stored);
 }
 
 TEST(TwoStage, PasteMasksFillsTheBox) {

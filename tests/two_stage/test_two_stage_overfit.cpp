@@ -1,6 +1,7 @@
 // Tests: Faster R-CNN and Mask R-CNN trained end to end through the real engine (config -> dataset
 // -> loader -> meta-architecture -> train loop -> checkpoint -> evaluation) on two real images
-// drive their losses down and find every object again: box AP50 = 1 (and mask AP50 = 1).
+// drive their losses down and find every object again: box AP50 = 1 (and mask AP50 = 1), Mask R-CNN
+// in both the FPN and the C4 layout.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -87,6 +88,28 @@ TEST(TwoStageOverfit, MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
       "postprocess: {score_threshold: 0.05}\n";
   detseg::DetectionEvalResult eval =
       train_and_evaluate("mask_rcnn", model, coco + "/annotations/instances_val2017.json", coco + "/val2017", {3, 4}, 90);
+  EXPECT_GE(eval.coco.stats[1], 0.99) << detseg::eval_result_text(eval, true);
+  ASSERT_TRUE(eval.has_segm);
+  EXPECT_GE(eval.segm.stats[1], 0.99) << detseg::eval_result_text(eval, true);
+}
+
+TEST(TwoStageOverfit, C4MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
+  // The same two images with the reference's C4 layout: RPN on layer3 (one anchor grid), layer4 at
+  // stride 1 on the max-pooled crops for both the box classifier and the mask head.
+  const std::string coco = std::string(DETSEG_SHARED_DIR) + "/data/coco128";
+  if (!fs::exists(coco)) GTEST_SKIP() << coco << " not found: C4 Mask R-CNN overfit not run";
+  const std::string model =
+      "model: {type: mask_rcnn, num_classes: 80, backbone: resnet18, image_size: 192, frozen_batch_norm: false,\n"
+      "        trainable_backbone_stages: 3,\n"
+      "        faster_rcnn: {feature_extractor: c4, number_of_stages: 3, first_stage_box_predictor_depth: 32,\n"
+      "                      first_stage_anchor_sizes: [128], first_stage_anchor_scales: [0.25, 0.5, 1.0, 2.0],\n"
+      "                      first_stage_anchor_aspect_ratios: [0.5, 1.0, 2.0],\n"
+      "                      first_stage_pre_nms_top_k: 1000, first_stage_max_proposals: 100,\n"
+      "                      second_stage_batch_size: 16, second_stage_add_groundtruth_proposals: true,\n"
+      "                      initial_crop_size: 14, mask_head_depth: 32}}\n"
+      "postprocess: {score_threshold: 0.05}\n";
+  detseg::DetectionEvalResult eval = train_and_evaluate(
+      "c4_mask_rcnn", model, coco + "/annotations/instances_val2017.json", coco + "/val2017", {3, 4}, 90);
   EXPECT_GE(eval.coco.stats[1], 0.99) << detseg::eval_result_text(eval, true);
   ASSERT_TRUE(eval.has_segm);
   EXPECT_GE(eval.segm.stats[1], 0.99) << detseg::eval_result_text(eval, true);

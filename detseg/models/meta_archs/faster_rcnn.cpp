@@ -220,8 +220,12 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   }
   const at::Tensor rois = boxes_to_rois(per_image);
   const at::Tensor row_index = at::cat(rows).to(device);
-  auto [logits, box_deltas] =
-      network->box_predictions(network->roi_features(p.features, rois, network->options.box_pool_size()));
+  at::Tensor region_features =
+      network->box_classifier_features(network->roi_features(p.features, rois, network->options.box_pool_size()));
+  // C4 masks read the same layer4 features where the mask head runs on the proposals.
+  if (network->options.c4() && network->options.masks() && (training || num_stages == 2))
+    p.box_classifier_features = region_features;
+  auto [logits, box_deltas] = network->box_predictions(region_features);
   if (box_deltas.size(1) > 1) box_deltas = box_deltas.slice(1, 1);  // drop torchvision's background box
   const int64_t total = batch_size * max_proposals;
   p.class_predictions_with_background =
@@ -232,7 +236,7 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
 }
 
 at::Tensor FasterRcnnImpl::masks_at(const FasterRcnnPredictions& p, const std::vector<at::Tensor>& boxes) {
-  return network->mask_logits(network->roi_features(p.features, boxes_to_rois(boxes), network->options.mask_pool_size()));
+  return network->mask_logits(network->mask_features(p.features, boxes_to_rois(boxes)));
 }
 
 ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& batch,
@@ -333,7 +337,8 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
       for (const Boxes& d : detections) boxes.push_back(d.boxes.to(device));
     }
     // Only positives carry mask loss, so the mask head runs on them alone (as torchvision does);
-    // p.mask_logits, when given, holds every box's logits and is indexed instead.
+    // p.mask_logits, when given, holds every box's logits and is indexed instead, and in training
+    // C4's p.box_classifier_features (every proposal's) are.
     std::vector<at::Tensor> pos_boxes, pos_rows, pos_classes, targets;
     int64_t row = 0;
     for (int64_t b = 0; b < static_cast<int64_t>(boxes.size()); ++b) {
@@ -348,7 +353,7 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
         classes = t.cls_targets.index_select(0, pos);
         // Ground-truth masks cropped to each proposal (normalised to the padded image) and
         // resized to the mask size, gradients stopped.
-        const int64_t size = network->options.mask_pool_size() * 2;
+        const int64_t size = network->mask_size();
         CropAndResizeOptions cr;
         cr.crop_size = {size, size};
         at::Tensor norm_boxes = xyxy_to_normalized_yxyx(boxes[b].index_select(0, pos),
@@ -370,8 +375,13 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
     at::Tensor mask_loss = at::zeros({}, fopts);
     const int64_t num_positives = classes.size(0);
     if (num_positives > 0) {
-      at::Tensor logits = p.mask_logits.defined() ? p.mask_logits.index_select(0, at::cat(pos_rows))
-                                                  : masks_at(p, pos_boxes);
+      at::Tensor logits;
+      if (p.mask_logits.defined())
+        logits = p.mask_logits.index_select(0, at::cat(pos_rows));
+      else if (is_training() && p.box_classifier_features.defined())
+        logits = network->mask_logits(p.box_classifier_features.index_select(0, at::cat(pos_rows)));
+      else
+        logits = masks_at(p, pos_boxes);
       const int64_t size = logits.size(2);
       at::Tensor class_logits = logits.gather(1, classes.view({-1, 1, 1, 1}).expand({-1, 1, size, size})).squeeze(1);
       mask_loss = elementwise_bce(class_logits, target).sum() / static_cast<double>(num_positives * size * size);
@@ -389,6 +399,7 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
   const int64_t max_proposals = p.proposal_boxes.size(1);
   const int64_t num_stages = stages();
   std::vector<Boxes> out;
+  int64_t first_row = 0;  // image b's first row in p.box_classifier_features
   for (int64_t b = 0; b < batch_size; ++b) {
     const int64_t n = p.num_proposals[b].item<int64_t>();
     at::Tensor proposals = p.proposal_boxes[b].slice(0, 0, n);
@@ -414,18 +425,19 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
     at::Tensor masks;
     if (network->options.masks() && num_stages == 2 && n > 0) {
       // Two stages: masks predicted on the proposals travel through NMS with their boxes.
-      masks = network->mask_logits(network->roi_features(p.features, image_rois(proposals, b),
-                                                         network->options.mask_pool_size()))
-                  .detach().sigmoid().slice(1, 1);
+      at::Tensor mask_input = p.box_classifier_features.defined()
+                                  ? p.box_classifier_features.slice(0, first_row, first_row + n)
+                                  : network->mask_features(p.features, image_rois(proposals, b));
+      masks = network->mask_logits(mask_input).detach().sigmoid().slice(1, 1);
     }
+    first_row += n;
     Boxes d = multiclass_nms(boxes, scores, nms, masks);
     if (network->options.masks() && num_stages == 3) {
       // Three stages: features re-cropped at the final boxes for the mask head.
-      at::Tensor all = d.size() > 0 ? network->mask_logits(network->roi_features(p.features, image_rois(d.boxes, b),
-                                                                                 network->options.mask_pool_size()))
-                                          .detach().sigmoid()
-                                    : at::Tensor();
-      const int64_t m = network->options.mask_pool_size() * 2;
+      at::Tensor all = d.size() > 0
+                           ? network->mask_logits(network->mask_features(p.features, image_rois(d.boxes, b))).detach().sigmoid()
+                           : at::Tensor();
+      const int64_t m = network->mask_size();
       d.masks = d.size() > 0 ? all.gather(1, (d.classes + 1).view({-1, 1, 1, 1}).expand({-1, 1, m, m})).squeeze(1)
                              : at::zeros({0, m, m}, proposals.options());
     }

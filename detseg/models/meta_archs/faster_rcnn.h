@@ -10,7 +10,8 @@
 //    on the target class only, each normalised by the image's number of valid proposals and
 //    averaged over the batch; multi-class NMS with a clip window at inference.
 //  - stage 3 (inference only; training runs 2): the mask head re-crops features at the final
-//    NMS'd boxes. Masks are trained on the sampled proposals against ground-truth masks
+//    NMS'd boxes (C4: layer3 crops through layer4, as the reference's third stage; in training the
+//    C4 mask head reads the proposals' layer4 features of the box classifier). Masks are trained on the sampled proposals against ground-truth masks
 //    crop_and_resized to each proposal (gradients stopped), sigmoid loss normalised by the mask
 //    pixels of the positives; predicted masks of the detected class are pasted into the image.
 // The objectness of the reference is a 2-class softmax over (background, object) logits; the
@@ -86,6 +87,10 @@ struct FasterRcnnPredictions {
   // number_of_stages >= 2:
   at::Tensor class_predictions_with_background;  // [B * P, K + 1] logits, background first
   at::Tensor refined_box_encodings;              // [B * P, K, 4] (or [B * P, 1, 4] shared)
+  // C4 Mask R-CNN in training or with 2 stages: the second stage's layer4 features of each valid
+  // proposal [sum num_proposals, C5, S, S], image after image (the reference's
+  // box_classifier_features); the mask head reads them instead of cropping again.
+  at::Tensor box_classifier_features;
   // Optional: mask logits of every valid proposal [sum num_proposals, K + 1, M, M] (background channel
   // first). Left undefined by predict(): the loss runs the mask head on the positives only.
   at::Tensor mask_logits;
