@@ -3,8 +3,12 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <set>
 
 #include "detseg/core/error.h"
@@ -31,6 +35,28 @@ std::shared_ptr<Model> loaded_for_eval(std::shared_ptr<Model> model, const std::
   model->eval();
   return model;
 }
+
+// The evaluation losses of models that sample (the two-stage RPN minibatch) draw random numbers.
+// Each batch draws them from a generator seeded by its first image's id, so an image's losses do
+// not depend on which rank evaluates it (sharded evaluation equals one process's at eval batch
+// size 1) nor on what ran before; the caller's CPU generator state comes back afterwards, so
+// a periodic evaluation leaves the training's random stream as it was.
+class EvalRandomness {
+ public:
+  EvalRandomness() : generator_(at::detail::getDefaultCPUGenerator()) {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    saved_ = generator_.get_state();
+  }
+  ~EvalRandomness() {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    generator_.set_state(saved_);
+  }
+  void seed_for(int64_t image_id) { at::manual_seed(static_cast<uint64_t>(image_id) * 2654435761u + 17); }
+
+ private:
+  at::Generator generator_;
+  at::Tensor saved_;
+};
 
 }  // namespace
 
@@ -109,7 +135,9 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
   int64_t batches = 0;
   std::set<int64_t> evaluated_images;
   Batch batch;
+  EvalRandomness randomness;
   while (loader.next(batch)) {
+    if (!batch.image_ids.empty()) randomness.seed_for(batch.image_ids.front());
     auto [losses, detections] = model.losses_and_detect(batch);
     std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
     for (auto& [name, value] : losses.parts) values.push_back({name, value.item<double>()});
