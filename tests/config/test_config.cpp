@@ -98,6 +98,13 @@ TEST(Config, ConsistencyChecks) {
   EXPECT_NE(error_of("model: {type: efficientdet, num_classes: 2, image_size: 500}\n").find("multiple of 2^max_level = 128"),
             std::string::npos);
   EXPECT_EQ(error_of("model: {type: retinanet, num_classes: 2, image_size: 500}\n"), "no error");  // any size: ResNet + FPN
+  // Mask R-CNN on C4: one anchor grid (layer3), and a crop that survives the max-pool.
+  const std::string c4 = "model: {type: mask_rcnn, num_classes: 2, faster_rcnn: {feature_extractor: c4, "
+                         "first_stage_anchor_sizes: [256]";
+  EXPECT_EQ(error_of(c4 + ", number_of_stages: 3}}\n"), "no error");
+  EXPECT_NE(error_of(c4 + ", initial_crop_size: 1}}\n").find("initial_crop_size (1) must be at least maxpool_kernel_size (2)"),
+            std::string::npos);
+  EXPECT_NE(error_of(c4 + ", number_of_stages: 1}}\n").find("mask_rcnn needs 2 or 3 stages"), std::string::npos);
 }
 
 TEST(Config, ResolvedYamlRoundTrips) {
