@@ -222,7 +222,8 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   const at::Tensor row_index = at::cat(rows).to(device);
   at::Tensor region_features =
       network->box_classifier_features(network->roi_features(p.features, rois, network->options.box_pool_size()));
-  // C4 masks read the same layer4 features where the mask head runs on the proposals.
+  // C4: the mask head reads these layer4 features wherever it runs on the proposals (training, or
+  // inference with 2 stages), as the reference's box_classifier_features.
   if (network->options.c4() && network->options.masks() && (training || num_stages == 2))
     p.box_classifier_features = region_features;
   auto [logits, box_deltas] = network->box_predictions(region_features);
