@@ -210,7 +210,7 @@ int64_t resume_start_batch(int64_t step, int64_t saved_world_size, int64_t saved
 
 int64_t resume_start_batch(const std::string& checkpoint, int64_t step, int64_t dataset_size,
                            const LoaderOptions& options) {
-  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint(checkpoint).metadata_json, nullptr, false);
+  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint_metadata(checkpoint), nullptr, false);
   if (!meta.is_object() || !meta.contains("world_size") || !meta.contains("batch_size")) return step;
   const int64_t saved_world = meta["world_size"].get<int64_t>(), saved_batch = meta["batch_size"].get<int64_t>();
   const int64_t n = (dataset_size + options.sample_1_of_n - 1) / options.sample_1_of_n;
