@@ -160,6 +160,15 @@ void DataParallel::attach(const std::vector<at::Tensor>& params) {
   log_debug("data-parallel: ", params.size(), " gradients in ", averager_->num_buckets(), " buckets");
 }
 
+int DataParallel::first_failed_rank(bool failed) {
+  if (!group_) return failed ? 0 : -1;
+  at::Tensor flags = at::zeros({env_.world_size}, at::kFloat);
+  flags[env_.rank] = failed ? 1.0f : 0.0f;
+  group_->all_reduce_sum(flags);
+  const at::Tensor failed_ranks = flags.nonzero();
+  return failed_ranks.numel() ? static_cast<int>(failed_ranks[0][0].item<int64_t>()) : -1;
+}
+
 void DataParallel::average_across_ranks(std::vector<std::pair<std::string, double>>& values) {
   if (!group_ || values.empty()) return;
   at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, at::kDouble);
@@ -201,7 +210,7 @@ int64_t resume_start_batch(int64_t step, int64_t saved_world_size, int64_t saved
 
 int64_t resume_start_batch(const std::string& checkpoint, int64_t step, int64_t dataset_size,
                            const LoaderOptions& options) {
-  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint(checkpoint).metadata_json, nullptr, false);
+  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint_metadata(checkpoint), nullptr, false);
   if (!meta.is_object() || !meta.contains("world_size") || !meta.contains("batch_size")) return step;
   const int64_t saved_world = meta["world_size"].get<int64_t>(), saved_batch = meta["batch_size"].get<int64_t>();
   const int64_t n = (dataset_size + options.sample_1_of_n - 1) / options.sample_1_of_n;

@@ -66,7 +66,7 @@ struct CheckpointLabels {
   std::vector<int64_t> category_ids;
 };
 CheckpointLabels checkpoint_labels(const std::string& checkpoint) {
-  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint(checkpoint).metadata_json, nullptr, false);
+  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint_metadata(checkpoint), nullptr, false);
   CheckpointLabels labels;
   if (meta.is_object() && meta.contains("class_names")) meta["class_names"].get_to(labels.names);
   if (meta.is_object() && meta.contains("category_ids")) meta["category_ids"].get_to(labels.category_ids);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 #include "detseg/core/error.h"
@@ -61,6 +62,20 @@ class Progress {
   bool tty_;
   std::chrono::steady_clock::time_point start_;
 };
+
+// A fault-injection hook for tests of the non-finite-loss stop: DETSEG_INJECT_NAN_LOSS=STEP or
+// STEP:RANK makes the loss of that step (on that rank, or on every rank) NaN.
+bool injected_nan_loss(int64_t step, int rank) {
+  static const std::pair<int64_t, int> at = [] {
+    const char* v = std::getenv("DETSEG_INJECT_NAN_LOSS");
+    if (v == nullptr || *v == '\0') return std::pair<int64_t, int>{-1, -1};
+    long long s = -1;
+    int r = -1;
+    if (std::sscanf(v, "%lld:%d", &s, &r) < 1) throw ConfigError(str("DETSEG_INJECT_NAN_LOSS='", v, "' is not STEP or STEP:RANK"));
+    return std::pair<int64_t, int>{s, r};
+  }();
+  return step == at.first && (at.second < 0 || rank == at.second);
+}
 
 }  // namespace
 
@@ -191,7 +206,7 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
     ModelLosses losses = model->losses(batch);
     at::Tensor l2 = l2_regularization_loss(params, opt_options.l2_weight);
     at::Tensor total = losses.total + l2;
-    const double total_value = total.item<double>();
+    double total_value = total.item<double>();
     // A non-finite loss, or a finite loss with a non-finite gradient, stops before the update: the
     // weights and the checkpoints stay those of the last good step.
     auto stop_non_finite = [&](const std::string& what, double value) {
@@ -202,7 +217,15 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
                       "checkpoint is ", latest ? *latest : std::string("(none)"),
                       ". HINT: lower train.schedule.learning_rate or enable train.clip_gradients_norm"));
     };
-    if (!std::isfinite(total_value)) stop_non_finite("loss", total_value);
+    if (injected_nan_loss(step, dp.rank())) total_value = std::nan("");
+    // Every rank learns whether any rank's loss is non-finite, so all stop at this step together
+    // (otherwise the others would wait for the failed rank at the next collective until the timeout).
+    const int failed_rank = dp.first_failed_rank(!std::isfinite(total_value));
+    if (failed_rank == dp.rank()) stop_non_finite("loss", total_value);
+    if (failed_rank >= 0)
+      throw Error(str("the loss of rank ", failed_rank, " is not finite at step ", step,
+                      "; training stopped on every rank. The last good checkpoint is ",
+                      checkpoints.latest().value_or("(none)"), " (rank ", failed_rank, "'s log has the details)"));
     total.backward();
     dp.average_gradients();
     const double grad_norm = clip_gradients_by_global_norm(params.tensors(), opt_options.clip_gradients_norm);

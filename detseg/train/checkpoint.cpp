@@ -185,6 +185,30 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt,
   out.commit();
 }
 
+std::string read_checkpoint_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DETSEG_CHECK(in, path, ": cannot open checkpoint");
+  std::string prefix(kPrefixBytes, '\0');
+  in.read(prefix.data(), static_cast<std::streamsize>(prefix.size()));
+  const size_t got = static_cast<size_t>(in.gcount());
+  DETSEG_CHECK(got >= sizeof(kMagic) && std::memcmp(prefix.data(), kMagic, sizeof(kMagic)) == 0, path,
+               ": not a detseg checkpoint (no 'DSEGCKPT' magic at the start)");
+  DETSEG_CHECK(got == kPrefixBytes, path, ": truncated checkpoint (", got, " bytes, shorter than the fixed header)");
+  const uint32_t version = static_cast<uint32_t>(get_le(prefix.data() + 8, 4));
+  DETSEG_CHECK(version >= 1 && version <= kCheckpointVersion, path, ": checkpoint format version ", version,
+               " is not supported (this build reads up to ", kCheckpointVersion, "); HINT: use a newer detseg");
+  const uint64_t header_len = get_le(prefix.data() + 16, 8);
+  std::string header_text(std::min<uint64_t>(header_len, 1ull << 30), '\0');
+  in.read(header_text.data(), static_cast<std::streamsize>(header_text.size()));
+  DETSEG_CHECK(static_cast<uint64_t>(in.gcount()) == header_len, path, ": truncated checkpoint (header needs ",
+               kPrefixBytes + header_len, " bytes, the file has ", kPrefixBytes + in.gcount(), ")");
+  try {
+    return json::parse(header_text).at("metadata").dump();
+  } catch (const json::exception& e) {
+    throw Error(section_error(path, str("header is not valid JSON (", e.what(), ")")));
+  }
+}
+
 bool is_checkpoint_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char magic[sizeof(kMagic)] = {};

@@ -37,6 +37,11 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint,
                       const WriteProgressHook& hook = {});
 // Throws Error naming the file when it is missing, foreign, truncated, corrupt or too new.
 Checkpoint read_checkpoint(const std::string& path);
+// The metadata JSON alone (what `detseg train` stores: model type, class names, category ids),
+// reading only the file's header: a cheap look before the weights are loaded. Throws Error naming
+// the file when it is not a checkpoint or its header is cut short or not JSON; the weights' CRC is
+// checked only by read_checkpoint.
+std::string read_checkpoint_metadata(const std::string& path);
 // True when the file starts with the checkpoint magic (cheap sniffing, no validation).
 bool is_checkpoint_file(const std::string& path);
 

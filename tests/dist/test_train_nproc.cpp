@@ -297,3 +297,40 @@ TEST(TrainNproc, HungWorkerTimesOutWithAClearError) {
   EXPECT_NE(log.find("worker rank 0"), std::string::npos) << log;
   EXPECT_LT(seconds, 25) << log;
 }
+
+TEST(TrainNproc, NonFiniteLossOnOneRankStopsEveryRankAtThatStep) {
+  // Two ranks started as torchrun starts them (no launcher to kill the survivor), a collective
+  // timeout far longer than the test allows, and rank 1's loss made NaN at step 2: both ranks must
+  // stop at step 2 at once, rank 0 naming rank 1 and the last good checkpoint.
+  const fs::path model = workdir() / "nan";
+  fs::remove_all(model);
+  const int port = 20000 + static_cast<int>(::getpid() % 20000);
+  pid_t ranks[2];
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    ranks[r] = start_background(
+        "env RANK=" + std::to_string(r) + " LOCAL_RANK=" + std::to_string(r) +
+            " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+            " DETSEG_INJECT_NAN_LOSS=2:1 " + DETSEG_BINARY + " --threads 1 train --config " + config() +
+            " --model-dir " + model.string() +
+            " --set train.num_steps=6 --set train.checkpoint_every=1 --set train.distributed.timeout_s=120",
+        workdir() / ("nan" + std::to_string(r) + ".log"));
+  }
+  int status[2];
+  for (int r = 0; r < 2; ++r) status[r] = wait_for(ranks[r], 100);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string log0 = read_text(workdir() / "nan0.log"), log1 = read_text(workdir() / "nan1.log");
+  ASSERT_NE(status[0], -1) << "rank 0 did not stop\n" << log0;
+  ASSERT_NE(status[1], -1) << "rank 1 did not stop\n" << log1;
+  EXPECT_TRUE(WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 1) << log0;
+  EXPECT_TRUE(WIFEXITED(status[1]) && WEXITSTATUS(status[1]) == 1) << log1;
+  EXPECT_LT(seconds, 60) << "the stop waited for the collective timeout\n" << log0;
+  EXPECT_NE(log1.find("loss is nan at step 2"), std::string::npos) << log1;
+  const std::string good = (model / "ckpt-2.dsckpt").string();
+  EXPECT_NE(log0.find("the loss of rank 1 is not finite at step 2; training stopped on every rank. The last good "
+                      "checkpoint is " + good),
+            std::string::npos)
+      << log0;
+  EXPECT_EQ(detseg::read_checkpoint(good).step, 2);
+  EXPECT_FALSE(fs::exists(model / "ckpt-3.dsckpt"));
+}

@@ -9,6 +9,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/io/state_dict.h"
+#include "detseg/models/heads/retinanet_head.h"
 #include "detseg/models/layers/conv_bn_act.h"
 #include "detseg/models/layers/drop_connect.h"
 #include "detseg/models/layers/frozen_batch_norm.h"
@@ -98,6 +99,44 @@ TEST(StateDict, ReportsLoadedMissingUnexpectedAndShape) {
   opts.strict = true;
   EXPECT_THROW(detseg::load_state_dict(*m, sd, opts), detseg::Error);
   EXPECT_THROW(detseg::read_state_dict((dir / "missing.pt").string()), detseg::Error);
+}
+
+// The RetinaNet subnets run in oneDNN's blocked layout at inference (conv2d_mkldnn with cached
+// weights); they must agree with the plain path, before and after the weights change.
+TEST(RetinaNetHead, OneDnnInferencePathMatchesPlainPathAndTracksWeightChanges) {
+  at::manual_seed(4);
+  detseg::RetinaNetHead head(detseg::RetinaNetHeadOptions(16, 9, 3));
+  head->eval();
+  {
+    at::NoGradGuard g;
+    for (auto& p : head->parameters()) p.normal_(0, 0.2);  // the init's tiny weights would hide errors
+  }
+  const std::vector<at::Tensor> features = {at::randn({2, 16, 13, 17}), at::randn({2, 16, 7, 9}),
+                                            at::randn({2, 16, 1, 1})};
+  auto compare = [&] {
+    at::Tensor plain_cls, plain_box;
+    {
+      at::AutoGradMode on(true);
+      plain_cls = head->classification_head->forward(features);
+      plain_box = head->regression_head->forward(features);
+    }
+    at::NoGradGuard g;
+    if (!detseg::mkldnn_inference_enabled(features[0], false)) GTEST_SKIP() << "LibTorch built without oneDNN";
+    const at::Tensor cls = head->classification_head->forward(features);
+    const at::Tensor box = head->regression_head->forward(features);
+    ASSERT_EQ(cls.sizes(), plain_cls.sizes());
+    ASSERT_EQ(box.sizes(), plain_box.sizes());
+    EXPECT_EQ(cls.sizes(), (std::vector<int64_t>{2, (13 * 17 + 7 * 9 + 1) * 9, 3}));
+    EXPECT_LT((cls - plain_cls).abs().max().item<double>(), 1e-4 * plain_cls.abs().max().item<double>());
+    EXPECT_LT((box - plain_box).abs().max().item<double>(), 1e-4 * plain_box.abs().max().item<double>());
+  };
+  compare();
+  {
+    at::NoGradGuard g;
+    head->classification_head->convs[1]->conv->weight.mul_(-1.0);
+    head->regression_head->predictor->bias.add_(5.0);
+  }
+  compare();  // a stale cached weight would differ here
 }
 
 }  // namespace

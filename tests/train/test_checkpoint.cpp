@@ -99,6 +99,30 @@ TEST_F(CheckpointTest, TruncatedAtAnyLengthIsAClearError) {
   }
 }
 
+TEST_F(CheckpointTest, MetadataAloneReadsOnlyTheHeader) {
+  write_checkpoint(path("full.dsckpt"), sample_checkpoint(3));
+  EXPECT_EQ(read_checkpoint_metadata(path("full.dsckpt")), R"({"config":"tiny","lr":0.5})");
+  const std::string bytes = read_file(path("full.dsckpt"));
+  // Cut inside the payload: the header is whole, so the metadata still reads (the weights would not).
+  write_file_atomic(path("cut.dsckpt"), bytes.substr(0, bytes.size() - 100));
+  EXPECT_EQ(read_checkpoint_metadata(path("cut.dsckpt")), R"({"config":"tiny","lr":0.5})");
+  EXPECT_THROW(read_checkpoint(path("cut.dsckpt")), Error);
+  // Cut inside the magic, the fixed prefix or the JSON header: errors naming the file.
+  for (size_t len : {size_t(5), size_t(20), size_t(60)}) {
+    SCOPED_TRACE(len);
+    write_file_atomic(path("cut.dsckpt"), bytes.substr(0, len));
+    try {
+      read_checkpoint_metadata(path("cut.dsckpt"));
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path("cut.dsckpt")), std::string::npos) << msg;
+      EXPECT_NE(msg.find(len < 8 ? "not a detseg checkpoint" : "truncated"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_THROW(read_checkpoint_metadata(path("missing.dsckpt")), Error);
+}
+
 TEST_F(CheckpointTest, CorruptForeignAndPthFiles) {
   write_checkpoint(path("full.dsckpt"), sample_checkpoint(3));
   std::string bytes = read_file(path("full.dsckpt"));

@@ -38,9 +38,12 @@ at::Tensor RetinaNetSubnetImpl::forward(const std::vector<at::Tensor>& features)
   std::vector<at::Tensor> outs;
   outs.reserve(features.size());
   for (const at::Tensor& f : features) {
-    at::Tensor x = f;
+    // At inference the subnet runs in oneDNN's blocked layout (no reorders around each conv).
+    const bool blocked = mkldnn_inference_enabled(f, is_training());
+    at::Tensor x = blocked ? f.to_mkldnn() : f;
     for (auto& conv : convs) x = conv->forward(x);
-    outs.push_back(flatten_dense_prediction(predictor->forward(x), outputs_per_anchor));
+    x = blocked ? conv2d_mkldnn(predictor, packed_predictor, x).to_dense() : predictor->forward(x);
+    outs.push_back(flatten_dense_prediction(x, outputs_per_anchor));
   }
   return at::cat(outs, 1);
 }

@@ -36,6 +36,7 @@ class RetinaNetSubnetImpl : public torch::nn::Module {
   int64_t outputs_per_anchor;
   std::vector<ConvBnAct> convs;
   torch::nn::Conv2d predictor{nullptr};
+  PackedConvWeights packed_predictor;  // oneDNN inference path
 };
 TORCH_MODULE(RetinaNetSubnet);
 

@@ -4,8 +4,11 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 
 namespace detseg {
 
@@ -58,32 +61,47 @@ std::pair<at::Tensor, at::Tensor> folded_affine(const Norm2dImpl& norm) {
   return {scale, norm.bias - norm.running_mean * scale};
 }
 
-at::Tensor conv2d_norm_mkldnn(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x,
-                              at::IntArrayRef padding) {
-  TORCH_CHECK(norm && (norm->options.frozen() || !norm->is_training()) && !conv->options.bias(),
-              "conv2d_norm: the oneDNN inference path needs a bias-free conv and a frozen or eval-mode norm");
-  PackedConvWeights& packed = norm->packed_conv;
-  std::vector<std::pair<const void*, uint32_t>> sources;
-  for (const at::Tensor* t : {&conv->weight, &norm->weight, &norm->bias, &norm->running_mean, &norm->running_var})
-    sources.emplace_back(t->data_ptr(), t->_version());
-  if (!packed.weight.defined() || packed.made_from != sources) {
-    const auto [scale, shift] = folded_affine(*norm);
-    const at::Tensor weight = conv->weight * scale.view({-1, 1, 1, 1});
+// Runs `conv` (with its weight/bias replaced by make_weights() = {weight, bias}) on x in oneDNN's
+// layout, the weights reordered once into `packed` and rebuilt when any tensor in `sources` changes.
+template <typename MakeWeights>
+at::Tensor packed_mkldnn_conv(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x,
+                              at::IntArrayRef padding, std::initializer_list<const at::Tensor*> sources,
+                              MakeWeights make_weights) {
+  std::vector<std::pair<const void*, uint32_t>> made_from;
+  for (const at::Tensor* t : sources) made_from.emplace_back(t->data_ptr(), t->_version());
+  if (!packed.weight.defined() || packed.made_from != made_from) {
+    const auto [weight, bias] = make_weights();
     packed.weight = at::mkldnn_reorder_conv2d_weight(weight.to_mkldnn(), padding, *conv->options.stride(),
                                                      *conv->options.dilation(), conv->options.groups());
-    packed.bias = shift.contiguous();
-    packed.made_from = std::move(sources);
+    packed.bias = bias.contiguous();
+    packed.made_from = std::move(made_from);
   }
   return at::mkldnn_convolution(x, packed.weight, packed.bias, padding, *conv->options.stride(),
                                 *conv->options.dilation(), conv->options.groups());
 }
 
+// Every conv here pads dilation * (k - 1) / 2 (make_conv2d, ResNet's 7x7 stem with 3).
+std::array<int64_t, 2> same_padding(const torch::nn::Conv2d& conv) {
+  const auto& d = *conv->options.dilation();
+  return {d[0] * (conv->weight.size(2) - 1) / 2, d[1] * (conv->weight.size(3) - 1) / 2};
+}
+
+at::Tensor conv2d_norm_mkldnn(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x,
+                              at::IntArrayRef padding) {
+  TORCH_CHECK(norm && (norm->options.frozen() || !norm->is_training()) && !conv->options.bias(),
+              "conv2d_norm: the oneDNN inference path needs a bias-free conv and a frozen or eval-mode norm");
+  return packed_mkldnn_conv(
+      conv, norm->packed_conv, x, padding,
+      {&conv->weight, &norm->weight, &norm->bias, &norm->running_mean, &norm->running_var}, [&] {
+        const auto [scale, shift] = folded_affine(*norm);
+        return std::pair<at::Tensor, at::Tensor>{conv->weight * scale.view({-1, 1, 1, 1}), shift};
+      });
+}
+
 }  // namespace
 
 at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x) {
-  // Every conv here pads dilation * (k - 1) / 2 (make_conv2d, ResNet's 7x7 stem with 3).
-  const auto& d = *conv->options.dilation();
-  const std::array<int64_t, 2> padding = {d[0] * (conv->weight.size(2) - 1) / 2, d[1] * (conv->weight.size(3) - 1) / 2};
+  const std::array<int64_t, 2> padding = same_padding(conv);
   if (x.is_mkldnn()) return conv2d_norm_mkldnn(conv, norm, x, padding);
   if (!norm || !norm->options.frozen()) {
     at::Tensor y = conv->forward(x);
@@ -94,6 +112,12 @@ at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& 
   const at::Tensor weight = conv->weight * scale.view({-1, 1, 1, 1});
   return at::conv2d(x, weight, shift, *conv->options.stride(), padding,
                     *conv->options.dilation(), conv->options.groups());
+}
+
+at::Tensor conv2d_mkldnn(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x) {
+  TORCH_CHECK(x.is_mkldnn() && conv->options.bias(), "conv2d_mkldnn: needs an x in oneDNN's layout and a conv with bias");
+  return packed_mkldnn_conv(conv, packed, x, same_padding(conv), {&conv->weight, &conv->bias},
+                            [&] { return std::pair<at::Tensor, at::Tensor>{conv->weight, conv->bias}; });
 }
 
 ConvBnActImpl::ConvBnActImpl(const ConvBnActOptions& options_) : options(options_) {
@@ -109,7 +133,7 @@ ConvBnActImpl::ConvBnActImpl(const ConvBnActOptions& options_) : options(options
 }
 
 at::Tensor ConvBnActImpl::forward(const at::Tensor& x) {
-  at::Tensor y = conv2d_norm(conv, norm, x);
+  at::Tensor y = x.is_mkldnn() && !norm ? conv2d_mkldnn(conv, packed_conv, x) : conv2d_norm(conv, norm, x);
   return apply_activation_(y, options.activation());
 }
 

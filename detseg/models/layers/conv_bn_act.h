@@ -41,6 +41,7 @@ class ConvBnActImpl : public torch::nn::Module {
   ConvBnActOptions options;
   torch::nn::Conv2d conv{nullptr};
   Norm2d norm{nullptr};  // null when options.norm() is false
+  PackedConvWeights packed_conv;  // without a norm: conv's weights in oneDNN's layout (inference only)
 };
 TORCH_MODULE(ConvBnAct);
 
@@ -52,6 +53,10 @@ TORCH_MODULE(ConvBnAct);
 // result in that layout, computed with the folded weights cached in `norm` (which must be frozen
 // or in eval mode).
 at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x);
+
+// conv(x) for an x in oneDNN's layout (inference only) and a conv with bias and "same" padding: the
+// weights are reordered once into `packed` and rebuilt when the conv's weight or bias changes.
+at::Tensor conv2d_mkldnn(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x);
 
 // Whether a backbone should run `x` through its convolutions in oneDNN's blocked layout: CPU
 // float inference without autograd (no backward exists in that layout) and not switched off with
