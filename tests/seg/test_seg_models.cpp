@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/module.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "detseg/models/backbones/resnet.h"
 #include "detseg/models/build.h"
 #include "detseg/models/deeplab_network.h"
+#include "detseg/models/layers/conv_bn_act.h"
 #include "detseg/models/meta_archs/semantic_segmenter.h"
 #include "detseg/train/fine_tune.h"
 #include "detseg/train/optimizer.h"
@@ -128,6 +130,56 @@ TEST(SegModels, OutputStridesAndLogitShapes) {
   EXPECT_EQ((*resnet.stages[3][1]->conv2->options.dilation())[0], 2);
   EXPECT_EQ((*resnet.stages[3][0]->conv2->options.stride())[0], 1);
   EXPECT_EQ((*resnet.stages[2][0]->conv2->options.stride())[0], 2);
+}
+
+// Inference without autograd runs the ResNet body, the ASPP and the decoder convs in oneDNN's
+// blocked layout with folded, cached weights; with autograd on, everything runs the plain path.
+// Logits must agree (DeepLabv3+ and v3, output strides 8 and 16, batch 2 so the image pooling
+// branch sees two different images), and the blocked path must really have run in the heads.
+TEST(SegModels, OneDnnInferencePathMatchesPlainPath) {
+  at::manual_seed(11);
+  const at::Tensor x = at::randn({2, 3, 65, 97});
+  for (int64_t os : {8, 16}) {
+    for (bool decoder : {true, false}) {
+      SCOPED_TRACE("output stride " + std::to_string(os) + (decoder ? ", decoder" : ", no decoder"));
+      detseg::DeepLabNetwork net(
+          detseg::DeepLabNetworkOptions(5).backbone("resnet50").output_stride(os).decoder(decoder));
+      {
+        at::NoGradGuard g;
+        for (auto& b : net->named_buffers()) {
+          if (b.key().find("running_var") != std::string::npos) b.value().uniform_(0.5, 2.0);
+          if (b.key().find("running_mean") != std::string::npos) b.value().normal_(0, 0.1);
+        }
+        for (auto& p : net->named_parameters()) {
+          if (p.value().dim() != 1) continue;  // norm scales off 1, non-zero shifts and conv biases
+          if (p.key().find("weight") != std::string::npos) p.value().uniform_(0.5, 1.5);
+          else p.value().normal_(0, 0.1);
+        }
+      }
+      net->eval();
+      at::Tensor plain;
+      {
+        at::AutoGradMode on(true);
+        ASSERT_FALSE(detseg::mkldnn_inference_enabled(x, false));
+        plain = net->forward(x).detach();
+      }
+      at::NoGradGuard g;
+      if (!detseg::mkldnn_inference_enabled(x, false)) GTEST_SKIP() << "LibTorch built without oneDNN";
+      const at::Tensor blocked = net->forward(x);
+      EXPECT_FALSE(blocked.is_mkldnn());
+      ASSERT_EQ(blocked.sizes(), plain.sizes());
+      const double rel = max_rel_diff(blocked, plain);
+      std::printf("os %lld %s: blocked vs plain logits, max |diff| / max |logit| = %.3g\n",
+                  static_cast<long long>(os), decoder ? "v3+" : "v3", rel);
+      EXPECT_LT(rel, 1e-4);
+      // The folded weights are cached only by the blocked path.
+      EXPECT_TRUE(net->aspp->branches[1]->norm->packed_conv.weight.defined());
+      EXPECT_TRUE(net->aspp->project->norm->packed_conv.weight.defined());
+      if (decoder) {
+        EXPECT_TRUE(net->decoder->fuse1->norm->packed_conv.weight.defined());
+      }
+    }
+  }
 }
 
 detseg::PipelineConfig small_config(const std::string& extra) {
