@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <map>
 
@@ -18,6 +19,7 @@
 #include "detseg/io/state_dict.h"
 #include "detseg/models/backbones/mobilenet_v2.h"
 #include "detseg/models/backbones/resnet.h"
+#include "detseg/models/backbones/xception.h"
 #include "detseg/models/build.h"
 #include "detseg/models/deeplab_network.h"
 #include "detseg/models/layers/conv_bn_act.h"
@@ -180,6 +182,80 @@ TEST(SegModels, OneDnnInferencePathMatchesPlainPath) {
       }
     }
   }
+}
+
+// Xception-65 against DeepLab's own layer table (tensorflow/models research/deeplab/core/xception.py,
+// xception_65_factory): per block the depth_list, skip_connection_type, num_units, stride and
+// activation_fn_in_separable_conv. Our modules must carry those channels, shortcuts and strides, and
+// our trainable parameter count must equal the one the reference's variables give: root convs
+// conv1_1 (3x3, 32) and conv1_2 (3x3, 64), each separable conv = depthwise 3x3 weights + batch norm
+// (gamma, beta) and pointwise 1x1 weights + batch norm, a 'conv' shortcut = 1x1 weights + batch
+// norm; no biases (slim's convs with a normalizer have none). That is 37,867,312 parameters.
+// Dilation per module follows stack_blocks_dense: once the output stride is reached, strides
+// become 1 and the rate grows by each skipped stride (here worked out by hand per output stride).
+TEST(SegModels, XceptionMatchesDeepLabLayerTable) {
+  struct Block {
+    std::array<int64_t, 3> depths;
+    detseg::XceptionSkip skip;
+    int units;
+    int64_t stride;
+    bool relu_inside;
+  };
+  using S = detseg::XceptionSkip;
+  const std::vector<Block> table = {{{128, 128, 128}, S::kConv, 1, 2, false},  // entry_flow/block1
+                                    {{256, 256, 256}, S::kConv, 1, 2, false},  // entry_flow/block2
+                                    {{728, 728, 728}, S::kConv, 1, 2, false},  // entry_flow/block3
+                                    {{728, 728, 728}, S::kSum, 16, 1, false},  // middle_flow/block1
+                                    {{728, 1024, 1024}, S::kConv, 1, 2, false},  // exit_flow/block1
+                                    {{1536, 1536, 2048}, S::kNone, 1, 1, true}};  // exit_flow/block2
+  auto bn = [](int64_t c) { return 2 * c; };
+  int64_t want_params = 3 * 3 * 3 * 32 + bn(32) + 3 * 3 * 32 * 64 + bn(64);
+  // Per module: {stride, dilation} at output stride 32, 16, 8 (entry, middle x16, exit).
+  std::vector<std::array<std::pair<int64_t, int64_t>, 3>> want_stride_rate;
+  for (size_t b = 0; b < table.size(); ++b)
+    for (int u = 0; u < table[b].units; ++u) {
+      if (b < 2) want_stride_rate.push_back({{{2, 1}, {2, 1}, {2, 1}}});
+      else if (b == 2) want_stride_rate.push_back({{{2, 1}, {2, 1}, {1, 1}}});
+      else if (b == 3) want_stride_rate.push_back({{{1, 1}, {1, 1}, {1, 2}}});
+      else if (b == 4) want_stride_rate.push_back({{{2, 1}, {1, 1}, {1, 2}}});
+      else want_stride_rate.push_back({{{1, 1}, {1, 2}, {1, 4}}});
+    }
+  const std::array<int64_t, 3> output_strides = {32, 16, 8};
+  for (size_t o = 0; o < output_strides.size(); ++o) {
+    SCOPED_TRACE("output stride " + std::to_string(output_strides[o]));
+    detseg::Xception net(detseg::XceptionOptions().output_stride(output_strides[o]));
+    ASSERT_EQ(net->blocks.size(), want_stride_rate.size());
+    EXPECT_EQ((*net->conv1->conv->options.stride())[0], 2);
+    EXPECT_EQ(net->conv1->conv->weight.sizes(), (std::vector<int64_t>{32, 3, 3, 3}));
+    EXPECT_EQ(net->conv2->conv->weight.sizes(), (std::vector<int64_t>{64, 32, 3, 3}));
+    int64_t in = 64;
+    size_t m = 0;
+    for (const Block& block : table)
+      for (int u = 0; u < block.units; ++u, ++m) {
+        SCOPED_TRACE("module " + std::to_string(m));
+        const detseg::XceptionModuleImpl& module = *net->blocks[m];
+        EXPECT_EQ(module.skip, block.skip);
+        EXPECT_EQ(module.relu_inside, block.relu_inside);
+        EXPECT_EQ(static_cast<bool>(module.shortcut), block.skip == S::kConv);
+        int64_t c = in;
+        for (int i = 0; i < 3; ++i) {
+          const auto& sep = *module.convs[static_cast<size_t>(i)];
+          EXPECT_EQ(sep.depthwise->conv->weight.sizes(), (std::vector<int64_t>{c, 1, 3, 3}));
+          EXPECT_EQ(sep.pointwise->conv->weight.sizes(), (std::vector<int64_t>{block.depths[i], c, 1, 1}));
+          EXPECT_EQ((*sep.depthwise->conv->options.stride())[0], i == 2 ? want_stride_rate[m][o].first : 1) << i;
+          EXPECT_EQ((*sep.depthwise->conv->options.dilation())[0], want_stride_rate[m][o].second) << i;
+          if (o == 0) want_params += 9 * c + bn(c) + c * block.depths[i] + bn(block.depths[i]);
+          c = block.depths[i];
+        }
+        if (block.skip == S::kConv && o == 0) want_params += in * c + bn(c);
+        in = c;
+      }
+    int64_t params = 0;
+    for (auto& p : net->parameters()) params += p.numel();
+    EXPECT_EQ(params, want_params);
+  }
+  std::printf("Xception-65: %lld trainable parameters, as DeepLab's layer table gives\n",
+              static_cast<long long>(want_params));
 }
 
 detseg::PipelineConfig small_config(const std::string& extra) {
