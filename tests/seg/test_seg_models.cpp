@@ -138,9 +138,13 @@ TEST(SegModels, OutputStridesAndLogitShapes) {
 // blocked layout with folded, cached weights; with autograd on, everything runs the plain path.
 // Logits must agree (DeepLabv3+ and v3, output strides 8 and 16, batch 2 so the image pooling
 // branch sees two different images), and the blocked path must really have run in the heads.
+// A dilated 3x3 conv whose rate reaches the map's height and width runs as its centre tap there:
+// at 65x97 the last features are 9x13 (os 8: rates 24 and 36 do) or 5x7 (os 16: rates 12 and 18);
+// at 193x193 they are 25x25 (os 8: only 36) or 13x13 (os 16: only 18), so the second dilated
+// branch switches packings between sizes, and back, and must stay right each time.
 TEST(SegModels, OneDnnInferencePathMatchesPlainPath) {
   at::manual_seed(11);
-  const at::Tensor x = at::randn({2, 3, 65, 97});
+  const at::Tensor small = at::randn({2, 3, 65, 97}), large = at::randn({1, 3, 193, 193});
   for (int64_t os : {8, 16}) {
     for (bool decoder : {true, false}) {
       SCOPED_TRACE("output stride " + std::to_string(os) + (decoder ? ", decoder" : ", no decoder"));
@@ -159,27 +163,41 @@ TEST(SegModels, OneDnnInferencePathMatchesPlainPath) {
         }
       }
       net->eval();
-      at::Tensor plain;
-      {
-        at::AutoGradMode on(true);
-        ASSERT_FALSE(detseg::mkldnn_inference_enabled(x, false));
-        plain = net->forward(x).detach();
-      }
-      at::NoGradGuard g;
-      if (!detseg::mkldnn_inference_enabled(x, false)) GTEST_SKIP() << "LibTorch built without oneDNN";
-      const at::Tensor blocked = net->forward(x);
-      EXPECT_FALSE(blocked.is_mkldnn());
-      ASSERT_EQ(blocked.sizes(), plain.sizes());
-      const double rel = max_rel_diff(blocked, plain);
-      std::printf("os %lld %s: blocked vs plain logits, max |diff| / max |logit| = %.3g\n",
-                  static_cast<long long>(os), decoder ? "v3+" : "v3", rel);
-      EXPECT_LT(rel, 1e-4);
-      // The folded weights are cached only by the blocked path.
-      EXPECT_TRUE(net->aspp->branches[1]->norm->packed_conv.weight.defined());
-      EXPECT_TRUE(net->aspp->project->norm->packed_conv.weight.defined());
-      if (decoder) {
-        EXPECT_TRUE(net->decoder->fuse1->norm->packed_conv.weight.defined());
-      }
+      // Whether ASPP branch b's cached packing is its centre tap (the last made_from entry).
+      auto centre_tap = [&](size_t b) { return net->aspp->branches[b]->norm->packed_conv.made_from.back().second == 1; };
+      auto compare = [&](const at::Tensor& x, const char* size) {
+        at::Tensor plain;
+        {
+          at::AutoGradMode on(true);
+          ASSERT_FALSE(detseg::mkldnn_inference_enabled(x, false));
+          plain = net->forward(x).detach();
+        }
+        at::NoGradGuard g;
+        if (!detseg::mkldnn_inference_enabled(x, false)) GTEST_SKIP() << "LibTorch built without oneDNN";
+        const at::Tensor blocked = net->forward(x);
+        EXPECT_FALSE(blocked.is_mkldnn());
+        ASSERT_EQ(blocked.sizes(), plain.sizes());
+        const double rel = max_rel_diff(blocked, plain);
+        std::printf("os %lld %s %s: blocked vs plain logits, max |diff| / max |logit| = %.3g\n",
+                    static_cast<long long>(os), decoder ? "v3+" : "v3", size, rel);
+        EXPECT_LT(rel, 1e-4) << size;
+        // The folded weights are cached only by the blocked path.
+        EXPECT_TRUE(net->aspp->branches[1]->norm->packed_conv.weight.defined());
+        EXPECT_TRUE(net->aspp->project->norm->packed_conv.weight.defined());
+        if (decoder) {
+          EXPECT_TRUE(net->decoder->fuse1->norm->packed_conv.weight.defined());
+        }
+      };
+      compare(small, "65x97");
+      EXPECT_FALSE(centre_tap(1));
+      EXPECT_TRUE(centre_tap(2));
+      EXPECT_TRUE(centre_tap(3));
+      if (!decoder) continue;  // the switch once per output stride is enough
+      compare(large, "193x193");
+      EXPECT_FALSE(centre_tap(2));
+      EXPECT_TRUE(centre_tap(3));
+      compare(small, "65x97 again");
+      EXPECT_TRUE(centre_tap(2));
     }
   }
 }
