@@ -7,7 +7,7 @@
 // + BN after the ASPP than DeepLab's (and ours), about 3% of the network's work at this size.
 // The "frozen backbone BN" rows are DeepLab's small-batch setting (fine_tune_batch_norm false):
 // ours folds the frozen statistics into the convs; torchvision's is built with FrozenBatchNorm2d.
-// Usage: bench_seg [THREADS=2] [ITERS=3] [--no-peer]
+// Usage: bench_seg [THREADS=2] [ITERS=3] [--no-peer] [--inference-only]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/optim/sgd.h>
@@ -39,8 +39,9 @@ detseg::Batch make_batch(int64_t n) {
   return b;
 }
 
+// {train step, inference}; the train step is not timed (zero) when `train` is false.
 std::pair<Timing, Timing> time_model(const std::string& type, const std::string& backbone, int iters,
-                                     bool frozen_bn = false) {
+                                     bool train_too, bool frozen_bn = false) {
   detseg::PipelineConfig config = detseg::parse_config(
       "model: {type: " + type + ", backbone: " + backbone + ", num_classes: 21, frozen_batch_norm: " +
           (frozen_bn ? "true" : "false") + ",\n"
@@ -53,7 +54,7 @@ std::pair<Timing, Timing> time_model(const std::string& type, const std::string&
   torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.001).momentum(0.9));
   const detseg::Batch train = make_batch(2), one = make_batch(1);
   model->train();
-  const Timing train_s = timed(
+  const Timing train_s = !train_too ? Timing{} : timed(
       [&] {
         detseg::ModelLosses l = model->losses(train);
         sgd.zero_grad();
@@ -71,9 +72,10 @@ std::pair<Timing, Timing> time_model(const std::string& type, const std::string&
 
 int main(int argc, char** argv) {
   int threads = 2, iters = 3, positional = 0;
-  bool peer = true;
+  bool peer = true, train = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-peer")) peer = false;
+    else if (!std::strcmp(argv[i], "--inference-only")) train = false;
     else if (positional++ == 0) threads = std::atoi(argv[i]);
     else iters = std::atoi(argv[i]);
   }
@@ -82,13 +84,15 @@ int main(int argc, char** argv) {
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("bench_seg: threads %d, iters %d, OMP_WAIT_POLICY=%s\n", threads, iters,
               wait_policy ? wait_policy : "(unset: spin, then sleep)");
-  const auto [v3_train, v3_infer] = time_model("deeplabv3", "resnet50", iters);
-  const auto [fz_train, fz_infer] = time_model("deeplabv3", "resnet50", iters, /*frozen_bn=*/true);
+  const auto [v3_train, v3_infer] = time_model("deeplabv3", "resnet50", iters, train);
+  const auto [fz_train, fz_infer] = time_model("deeplabv3", "resnet50", iters, train, /*frozen_bn=*/true);
   nlohmann::json tv;
   if (peer)
     tv = detseg::bench::run_peer("/usr/bin/python3 " DETSEG_SOURCE_DIR "/bench/peers/bench_seg_torchvision.py " +
-                                 std::to_string(threads) + " " + std::to_string(iters));
+                                 std::to_string(threads) + " " + std::to_string(iters) +
+                                 (train ? "" : " --inference-only"));
   auto row = [&](const char* name, const Timing& ours, const char* key) {
+    if (!train && std::strstr(name, "train")) return;
     std::printf("%-50s %7.3f / %7.3f", name, ours.wall, ours.cpu);
     if (tv.contains(key)) {
       const double w = tv[key][0].get<double>(), c = tv[key][1].get<double>();
@@ -102,10 +106,10 @@ int main(int argc, char** argv) {
   row("deeplabv3 r50 os8 256 inference (batch 1)", v3_infer, "infer_s");
   row("same, frozen backbone BN: train step (batch 2)", fz_train, "train_step_frozen_s");
   row("same, frozen backbone BN: inference (batch 1)", fz_infer, "infer_frozen_s");
-  const auto [plus_train, plus_infer] = time_model("deeplabv3plus", "resnet50", iters);
+  const auto [plus_train, plus_infer] = time_model("deeplabv3plus", "resnet50", iters, train);
   row("deeplabv3plus r50 os8 256 train step (batch 2)", plus_train, "-");
   row("deeplabv3plus r50 os8 256 inference (batch 1)", plus_infer, "-");
-  const auto [mob_train, mob_infer] = time_model("deeplabv3plus", "mobilenet_v2", iters);
+  const auto [mob_train, mob_infer] = time_model("deeplabv3plus", "mobilenet_v2", iters, train);
   row("deeplabv3plus mobilenet_v2 os8 256 train (batch 2)", mob_train, "-");
   row("deeplabv3plus mobilenet_v2 os8 256 inference (b 1)", mob_infer, "-");
   std::printf("%-50s %9.0f MB\n", "peak RSS", detseg::bench::peak_rss_mb());

@@ -5,7 +5,7 @@
 #   infer_s      : batch 1 forward + argmax to a full-resolution label map
 #   *_frozen_s   : the same with the backbone built with FrozenBatchNorm2d (DeepLab small-batch)
 # Each time is [wall s, process CPU s] per call. Prints one JSON line.
-# Usage: bench_seg_torchvision.py THREADS ITERS
+# Usage: bench_seg_torchvision.py THREADS ITERS [--inference-only]  (train times then [0, 0])
 import json
 import resource
 import sys
@@ -32,6 +32,7 @@ def timed(fn, iters):
 def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     iters = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    train = "--inference-only" not in sys.argv[3:]
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     trainable_bn = deeplabv3_resnet50(weights=None, weights_backbone=None, num_classes=21, aux_loss=False)
@@ -55,7 +56,7 @@ def main():
             opt.step()
 
         model.train()
-        train_s = timed(train_step, iters)
+        train_s = timed(train_step, iters) if train else [0.0, 0.0]
         model.eval()
         with torch.no_grad():
             infer_s = timed(lambda: model(x)["out"].argmax(1), iters)

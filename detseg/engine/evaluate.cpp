@@ -269,9 +269,11 @@ SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, Segmente
   ConfusionMatrix matrix(model.num_classes(), kIgnoreLabel);
   SegmentationEvalResult result;
   result.class_names = data.class_names;
+  // Loss means weigh each batch's loss by its images that are not wrap-around repeats, so each
+  // image counts once however the images are sharded (with eval batches of 1: the mean over images).
   std::vector<double> loss_sums;
   std::vector<std::string> loss_names;
-  int64_t batches = 0, position = 0;
+  int64_t position = 0;
   Batch batch;
   while (loader.next(batch)) {
     auto [losses, maps] = model.losses_and_segment(batch);
@@ -281,8 +283,11 @@ SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, Segmente
       loss_sums.assign(values.size(), 0.0);
       for (auto& v : values) loss_names.push_back(v.first);
     }
-    for (size_t i = 0; i < values.size() && i < loss_sums.size(); ++i) loss_sums[i] += values[i].second;
-    ++batches;
+    int64_t fresh = 0;
+    for (int64_t b = 0; b < batch.size(); ++b)
+      if ((position + b) * options.world_size + options.rank < total_images) ++fresh;
+    for (size_t i = 0; i < values.size() && i < loss_sums.size(); ++i)
+      loss_sums[i] += values[i].second * static_cast<double>(fresh);
     for (int64_t b = 0; b < batch.size(); ++b, ++position) {
       if (position * options.world_size + options.rank >= total_images) continue;
       const int64_t h = batch.original_sizes[b][0].item<int64_t>(), w = batch.original_sizes[b][1].item<int64_t>();
@@ -298,13 +303,11 @@ SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, Segmente
     }
   }
   if (sharded) {
-    nlohmann::json mine = {{"counts", matrix.counts}, {"losses", loss_sums}, {"batches", batches},
-                           {"images", result.num_images}};
+    nlohmann::json mine = {{"counts", matrix.counts}, {"losses", loss_sums}, {"images", result.num_images}};
     std::vector<std::string> all = group->all_gather_bytes(mine.dump());
     if (group->rank() == 0) {
       matrix.reset();
       std::fill(loss_sums.begin(), loss_sums.end(), 0.0);
-      batches = 0;
       result.num_images = 0;
       for (const std::string& bytes : all) {
         const nlohmann::json shard = nlohmann::json::parse(bytes);
@@ -312,13 +315,13 @@ SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, Segmente
         for (size_t i = 0; i < counts.size() && i < matrix.counts.size(); ++i) matrix.counts[i] += counts[i];
         const auto losses = shard["losses"].get<std::vector<double>>();
         for (size_t i = 0; i < losses.size() && i < loss_sums.size(); ++i) loss_sums[i] += losses[i];
-        batches += shard["batches"].get<int64_t>();
         result.num_images += shard["images"].get<int64_t>();
       }
     }
   }
+  const double images = static_cast<double>(result.num_images);
   for (size_t i = 0; i < loss_sums.size(); ++i)
-    result.losses.push_back({loss_names[i], batches ? loss_sums[i] / static_cast<double>(batches) : 0.0});
+    result.losses.push_back({loss_names[i], images > 0 ? loss_sums[i] / images : 0.0});
   result.metrics = seg_metrics(matrix);
   return result;
 }

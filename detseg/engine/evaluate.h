@@ -54,7 +54,8 @@ std::string eval_result_text(const DetectionEvalResult& result, bool per_class);
 struct SegmentationEvalResult {
   int64_t step = 0;
   SegMetrics metrics;                                  // mIoU, per-class IoU, pixel accuracy, ...
-  std::vector<std::pair<std::string, double>> losses;  // means over the eval batches
+  // Loss means over the images (each batch's loss counted once per image in it).
+  std::vector<std::pair<std::string, double>> losses;
   std::vector<std::string> class_names;
   int64_t num_images = 0;
 };

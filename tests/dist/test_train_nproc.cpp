@@ -1,7 +1,8 @@
 // `detseg train --nproc N` end to end with the real binary: RetinaNet-R18 on 4 demo images at
 // 128 px. Two workers x batch 1 reach the same weights as one process x batch 2; only rank 0
-// writes; a 2-process run resumes in 1 process; a killed or hung worker stops the job. A Mask
-// R-CNN's final evaluation sharded over 2 ranks (bbox + segm) equals a 1-process one.
+// writes; a 2-process run resumes in 1 process; a killed or hung worker stops the job; a NaN loss
+// on one rank stops every rank. A Mask R-CNN's (bbox + segm) and a DeepLab model's final
+// evaluation sharded over 2 ranks equal a 1-process one.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -334,3 +335,68 @@ TEST(TrainNproc, NonFiniteLossOnOneRankStopsEveryRankAtThatStep) {
   EXPECT_EQ(detseg::read_checkpoint(good).step, 2);
   EXPECT_FALSE(fs::exists(model / "ckpt-3.dsckpt"));
 }
+// ---- Sharded segmentation evaluation (DeepLab) ---------------------------------------------------
+// A tiny DeepLabv3+ (MobileNetV2, output stride 16) trained 2 steps on 65 px crops of CamVid, then
+// evaluated at full resolution (480x360) on 3 val frames: with 2 ranks the loader pads rank 1's
+// shard with image 0 again (positions 0,2 | 1,0), which must count once. The merged evaluation
+// `detseg train --nproc 2` writes equals a 1-process `detseg eval` of the same checkpoint.
+namespace {
+
+std::string seg_config() {
+  const fs::path path = workdir() / "seg.yaml";
+  const std::string camvid = std::string(DETSEG_SHARED_DIR) + "/data/camvid/CamVid";
+  auto input = [&](const std::string& split, int images) {
+    return "{format: seg_folder, images: '" + camvid + "/" + split + "', annotations: '" + camvid + "/" + split +
+           "annot', void_values: [11], max_images: " + std::to_string(images) + ", num_workers: 1}";
+  };
+  std::ofstream(path)
+      << "model: {type: deeplabv3plus, num_classes: 11, backbone: mobilenet_v2, frozen_batch_norm: false,\n"
+         "        deeplab: {output_stride: 16, aspp_channels: 16, decoder_channels: 16, low_level_channels: 8,\n"
+         "                  image_pooling: false, crop_size: 65}}\n"
+         "train: {batch_size: 1, num_steps: 2, seed: 5, checkpoint_every: 1000, log_every: 1,\n"
+         "        optimizer: {type: adam}, schedule: {type: constant, learning_rate: 0.01},\n"
+         "        distributed: {timeout_s: 30}}\n"
+      << "train_input: " << input("train", 2) << "\n"
+      << "eval: {batch_size: 1}\n"
+      << "eval_input: " << input("val", 3) << "\n";
+  return path.string();
+}
+
+}  // namespace
+
+TEST(TrainNproc, ShardedSegmentationEvalEqualsOneProcess) {
+  const fs::path two = workdir() / "seg-two";
+  fs::remove_all(two);
+  CmdRun b = run("train --nproc 2 --config " + seg_config() + " --model-dir " + two.string());
+  ASSERT_EQ(b.code, 0) << b.output;
+  const fs::path single_eval = workdir() / "seg-eval-one.json";
+  CmdRun e = run("eval --config " + seg_config() + " --checkpoint " + (two / "ckpt-2.dsckpt").string() +
+                 " --json " + single_eval.string());
+  ASSERT_EQ(e.code, 0) << e.output;
+  const nlohmann::json merged = nlohmann::json::parse(read_text(two / "eval-final.json"));
+  const nlohmann::json single = nlohmann::json::parse(read_text(single_eval));
+  std::printf("seg eval, 3 images: 2 ranks merged mIoU %.6f, pixel acc %.6f, loss %.6f; 1 process %.6f, %.6f, %.6f\n",
+              merged["mIoU"].get<double>(), merged["pixel_accuracy"].get<double>(),
+              merged["losses"]["total_loss"].get<double>(), single["mIoU"].get<double>(),
+              single["pixel_accuracy"].get<double>(), single["losses"]["total_loss"].get<double>());
+  EXPECT_EQ(merged["step"], 2);
+  EXPECT_EQ(merged["num_images"], 3) << merged.dump();
+  EXPECT_EQ(single["num_images"], 3) << single.dump();
+  for (const char* key : {"mIoU", "pixel_accuracy", "mean_accuracy", "fwIoU"})
+    EXPECT_NEAR(merged[key].get<double>(), single[key].get<double>(), 1e-12) << key;
+  ASSERT_EQ(merged["per_class_iou"].size(), 11u) << merged.dump();
+  for (auto& [name, iou] : single["per_class_iou"].items()) {
+    ASSERT_TRUE(merged["per_class_iou"].contains(name)) << name;
+    if (iou.is_null())
+      EXPECT_TRUE(merged["per_class_iou"][name].is_null()) << name;
+    else
+      EXPECT_NEAR(merged["per_class_iou"][name].get<double>(), iou.get<double>(), 1e-12) << name;
+  }
+  // Counting the repeated image twice would move the loss means: they are per image, not per batch.
+  ASSERT_TRUE(merged["losses"].is_object() && !merged["losses"].empty()) << merged.dump();
+  ASSERT_EQ(merged["losses"].size(), single["losses"].size());
+  for (auto& [name, value] : single["losses"].items())
+    EXPECT_NEAR(merged["losses"][name].get<double>(), value.get<double>(), 1e-6 * (1 + std::abs(value.get<double>())))
+        << name;
+}
+// ---- end of sharded segmentation evaluation -------------------------------------------------------

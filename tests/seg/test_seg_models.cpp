@@ -7,8 +7,10 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/module.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <map>
 
@@ -17,8 +19,10 @@
 #include "detseg/io/state_dict.h"
 #include "detseg/models/backbones/mobilenet_v2.h"
 #include "detseg/models/backbones/resnet.h"
+#include "detseg/models/backbones/xception.h"
 #include "detseg/models/build.h"
 #include "detseg/models/deeplab_network.h"
+#include "detseg/models/layers/conv_bn_act.h"
 #include "detseg/models/meta_archs/semantic_segmenter.h"
 #include "detseg/train/fine_tune.h"
 #include "detseg/train/optimizer.h"
@@ -128,6 +132,148 @@ TEST(SegModels, OutputStridesAndLogitShapes) {
   EXPECT_EQ((*resnet.stages[3][1]->conv2->options.dilation())[0], 2);
   EXPECT_EQ((*resnet.stages[3][0]->conv2->options.stride())[0], 1);
   EXPECT_EQ((*resnet.stages[2][0]->conv2->options.stride())[0], 2);
+}
+
+// Inference without autograd runs the ResNet body, the ASPP and the decoder convs in oneDNN's
+// blocked layout with folded, cached weights; with autograd on, everything runs the plain path.
+// Logits must agree (DeepLabv3+ and v3, output strides 8 and 16, batch 2 so the image pooling
+// branch sees two different images), and the blocked path must really have run in the heads.
+// A dilated 3x3 conv whose rate reaches the map's height and width runs as its centre tap there:
+// at 65x97 the last features are 9x13 (os 8: rates 24 and 36 do) or 5x7 (os 16: rates 12 and 18);
+// at 193x193 they are 25x25 (os 8: only 36) or 13x13 (os 16: only 18), so the second dilated
+// branch switches packings between sizes, and back, and must stay right each time.
+TEST(SegModels, OneDnnInferencePathMatchesPlainPath) {
+  at::manual_seed(11);
+  const at::Tensor small = at::randn({2, 3, 65, 97}), large = at::randn({1, 3, 193, 193});
+  for (int64_t os : {8, 16}) {
+    for (bool decoder : {true, false}) {
+      SCOPED_TRACE("output stride " + std::to_string(os) + (decoder ? ", decoder" : ", no decoder"));
+      detseg::DeepLabNetwork net(
+          detseg::DeepLabNetworkOptions(5).backbone("resnet50").output_stride(os).decoder(decoder));
+      {
+        at::NoGradGuard g;
+        for (auto& b : net->named_buffers()) {
+          if (b.key().find("running_var") != std::string::npos) b.value().uniform_(0.5, 2.0);
+          if (b.key().find("running_mean") != std::string::npos) b.value().normal_(0, 0.1);
+        }
+        for (auto& p : net->named_parameters()) {
+          if (p.value().dim() != 1) continue;  // norm scales off 1, non-zero shifts and conv biases
+          if (p.key().find("weight") != std::string::npos) p.value().uniform_(0.5, 1.5);
+          else p.value().normal_(0, 0.1);
+        }
+      }
+      net->eval();
+      // Whether ASPP branch b's cached packing is its centre tap (the last made_from entry).
+      auto centre_tap = [&](size_t b) { return net->aspp->branches[b]->norm->packed_conv.made_from.back().second == 1; };
+      auto compare = [&](const at::Tensor& x, const char* size) {
+        at::Tensor plain;
+        {
+          at::AutoGradMode on(true);
+          ASSERT_FALSE(detseg::mkldnn_inference_enabled(x, false));
+          plain = net->forward(x).detach();
+        }
+        at::NoGradGuard g;
+        if (!detseg::mkldnn_inference_enabled(x, false)) GTEST_SKIP() << "LibTorch built without oneDNN";
+        const at::Tensor blocked = net->forward(x);
+        EXPECT_FALSE(blocked.is_mkldnn());
+        ASSERT_EQ(blocked.sizes(), plain.sizes());
+        const double rel = max_rel_diff(blocked, plain);
+        std::printf("os %lld %s %s: blocked vs plain logits, max |diff| / max |logit| = %.3g\n",
+                    static_cast<long long>(os), decoder ? "v3+" : "v3", size, rel);
+        EXPECT_LT(rel, 1e-4) << size;
+        // The folded weights are cached only by the blocked path.
+        EXPECT_TRUE(net->aspp->branches[1]->norm->packed_conv.weight.defined());
+        EXPECT_TRUE(net->aspp->project->norm->packed_conv.weight.defined());
+        if (decoder) {
+          EXPECT_TRUE(net->decoder->fuse1->norm->packed_conv.weight.defined());
+        }
+      };
+      compare(small, "65x97");
+      EXPECT_FALSE(centre_tap(1));
+      EXPECT_TRUE(centre_tap(2));
+      EXPECT_TRUE(centre_tap(3));
+      if (!decoder) continue;  // the switch once per output stride is enough
+      compare(large, "193x193");
+      EXPECT_FALSE(centre_tap(2));
+      EXPECT_TRUE(centre_tap(3));
+      compare(small, "65x97 again");
+      EXPECT_TRUE(centre_tap(2));
+    }
+  }
+}
+
+// Xception-65 against DeepLab's own layer table (tensorflow/models research/deeplab/core/xception.py,
+// xception_65_factory): per block the depth_list, skip_connection_type, num_units, stride and
+// activation_fn_in_separable_conv. Our modules must carry those channels, shortcuts and strides, and
+// our trainable parameter count must equal the one the reference's variables give: root convs
+// conv1_1 (3x3, 32) and conv1_2 (3x3, 64), each separable conv = depthwise 3x3 weights + batch norm
+// (gamma, beta) and pointwise 1x1 weights + batch norm, a 'conv' shortcut = 1x1 weights + batch
+// norm; no biases (slim's convs with a normalizer have none). That is 37,867,312 parameters.
+// Dilation per module follows stack_blocks_dense: once the output stride is reached, strides
+// become 1 and the rate grows by each skipped stride (here worked out by hand per output stride).
+TEST(SegModels, XceptionMatchesDeepLabLayerTable) {
+  struct Block {
+    std::array<int64_t, 3> depths;
+    detseg::XceptionSkip skip;
+    int units;
+    int64_t stride;
+    bool relu_inside;
+  };
+  using S = detseg::XceptionSkip;
+  const std::vector<Block> table = {{{128, 128, 128}, S::kConv, 1, 2, false},  // entry_flow/block1
+                                    {{256, 256, 256}, S::kConv, 1, 2, false},  // entry_flow/block2
+                                    {{728, 728, 728}, S::kConv, 1, 2, false},  // entry_flow/block3
+                                    {{728, 728, 728}, S::kSum, 16, 1, false},  // middle_flow/block1
+                                    {{728, 1024, 1024}, S::kConv, 1, 2, false},  // exit_flow/block1
+                                    {{1536, 1536, 2048}, S::kNone, 1, 1, true}};  // exit_flow/block2
+  auto bn = [](int64_t c) { return 2 * c; };
+  int64_t want_params = 3 * 3 * 3 * 32 + bn(32) + 3 * 3 * 32 * 64 + bn(64);
+  // Per module: {stride, dilation} at output stride 32, 16, 8 (entry, middle x16, exit).
+  std::vector<std::array<std::pair<int64_t, int64_t>, 3>> want_stride_rate;
+  for (size_t b = 0; b < table.size(); ++b)
+    for (int u = 0; u < table[b].units; ++u) {
+      if (b < 2) want_stride_rate.push_back({{{2, 1}, {2, 1}, {2, 1}}});
+      else if (b == 2) want_stride_rate.push_back({{{2, 1}, {2, 1}, {1, 1}}});
+      else if (b == 3) want_stride_rate.push_back({{{1, 1}, {1, 1}, {1, 2}}});
+      else if (b == 4) want_stride_rate.push_back({{{2, 1}, {1, 1}, {1, 2}}});
+      else want_stride_rate.push_back({{{1, 1}, {1, 2}, {1, 4}}});
+    }
+  const std::array<int64_t, 3> output_strides = {32, 16, 8};
+  for (size_t o = 0; o < output_strides.size(); ++o) {
+    SCOPED_TRACE("output stride " + std::to_string(output_strides[o]));
+    detseg::Xception net(detseg::XceptionOptions().output_stride(output_strides[o]));
+    ASSERT_EQ(net->blocks.size(), want_stride_rate.size());
+    EXPECT_EQ((*net->conv1->conv->options.stride())[0], 2);
+    EXPECT_EQ(net->conv1->conv->weight.sizes(), (std::vector<int64_t>{32, 3, 3, 3}));
+    EXPECT_EQ(net->conv2->conv->weight.sizes(), (std::vector<int64_t>{64, 32, 3, 3}));
+    int64_t in = 64;
+    size_t m = 0;
+    for (const Block& block : table)
+      for (int u = 0; u < block.units; ++u, ++m) {
+        SCOPED_TRACE("module " + std::to_string(m));
+        const detseg::XceptionModuleImpl& module = *net->blocks[m];
+        EXPECT_EQ(module.skip, block.skip);
+        EXPECT_EQ(module.relu_inside, block.relu_inside);
+        EXPECT_EQ(static_cast<bool>(module.shortcut), block.skip == S::kConv);
+        int64_t c = in;
+        for (int i = 0; i < 3; ++i) {
+          const auto& sep = *module.convs[static_cast<size_t>(i)];
+          EXPECT_EQ(sep.depthwise->conv->weight.sizes(), (std::vector<int64_t>{c, 1, 3, 3}));
+          EXPECT_EQ(sep.pointwise->conv->weight.sizes(), (std::vector<int64_t>{block.depths[i], c, 1, 1}));
+          EXPECT_EQ((*sep.depthwise->conv->options.stride())[0], i == 2 ? want_stride_rate[m][o].first : 1) << i;
+          EXPECT_EQ((*sep.depthwise->conv->options.dilation())[0], want_stride_rate[m][o].second) << i;
+          if (o == 0) want_params += 9 * c + bn(c) + c * block.depths[i] + bn(block.depths[i]);
+          c = block.depths[i];
+        }
+        if (block.skip == S::kConv && o == 0) want_params += in * c + bn(c);
+        in = c;
+      }
+    int64_t params = 0;
+    for (auto& p : net->parameters()) params += p.numel();
+    EXPECT_EQ(params, want_params);
+  }
+  std::printf("Xception-65: %lld trainable parameters, as DeepLab's layer table gives\n",
+              static_cast<long long>(want_params));
 }
 
 detseg::PipelineConfig small_config(const std::string& extra) {

@@ -51,7 +51,8 @@ TORCH_MODULE(ConvBnAct);
 // Assumes "same" padding dilation * (k - 1) / 2, as make_conv2d builds.
 // An x in oneDNN's layout (x.is_mkldnn(), inference only, see mkldnn_inference_enabled) gives a
 // result in that layout, computed with the folded weights cached in `norm` (which must be frozen
-// or in eval mode).
+// or in eval mode). There a stride-1 dilated 3x3 conv whose dilation reaches x's height and width
+// runs as its centre tap (1x1): its other taps only ever read the zero padding.
 at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x);
 
 // conv(x) for an x in oneDNN's layout (inference only) and a conv with bias and "same" padding: the
