@@ -26,8 +26,8 @@ inline double process_cpu_s() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-inline Timing timed(const std::function<void()>& fn, int iters) {
-  fn();  // warm-up
+inline Timing timed(const std::function<void()>& fn, int iters, bool warm_up = true) {
+  if (warm_up) fn();
   const double cpu0 = process_cpu_s();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) fn();

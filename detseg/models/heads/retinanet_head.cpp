@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include "detseg/ops/winograd_conv.h"
+
 namespace detseg {
 
 at::Tensor flatten_dense_prediction(const at::Tensor& x, int64_t outputs_per_anchor) {
@@ -37,6 +39,24 @@ RetinaNetSubnetImpl::RetinaNetSubnetImpl(const RetinaNetHeadOptions& options,
 at::Tensor RetinaNetSubnetImpl::forward(const std::vector<at::Tensor>& features) {
   std::vector<at::Tensor> outs;
   outs.reserve(features.size());
+  // Training (and plain-layout inference): the convs are shared across levels, so every level's
+  // tiles go through one Winograd GEMM per conv where that pays (ops/winograd_conv.h; judged on the
+  // largest level), else each level through at::conv2d.
+  if (!features.empty() && !mkldnn_inference_enabled(features[0], is_training())) {
+    auto shared_conv = [&](std::vector<at::Tensor> xs, torch::nn::Conv2d& conv) {
+      if (winograd_applies(features[0], conv->weight, {1, 1}, {1, 1}, {1, 1}, 1))
+        return winograd_conv3x3(xs, conv->weight, conv->bias);
+      for (at::Tensor& x : xs) x = conv->forward(x);
+      return xs;
+    };
+    std::vector<at::Tensor> xs = features;
+    for (auto& conv : convs) {
+      xs = shared_conv(xs, conv->conv);
+      for (at::Tensor& x : xs) apply_activation_(x, conv->options.activation());
+    }
+    for (const at::Tensor& x : shared_conv(xs, predictor)) outs.push_back(flatten_dense_prediction(x, outputs_per_anchor));
+    return at::cat(outs, 1);
+  }
   for (const at::Tensor& f : features) {
     // At inference the subnet runs in oneDNN's blocked layout (no reorders around each conv).
     const bool blocked = mkldnn_inference_enabled(f, is_training());

@@ -10,6 +10,8 @@
 #include <initializer_list>
 #include <utility>
 
+#include "detseg/ops/winograd_conv.h"
+
 namespace detseg {
 
 at::Tensor apply_activation(const at::Tensor& x, Activation act) {
@@ -114,14 +116,15 @@ at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& 
   const std::array<int64_t, 2> padding = same_padding(conv);
   if (x.is_mkldnn()) return conv2d_norm_mkldnn(conv, norm, x, padding);
   if (!norm || !norm->options.frozen()) {
-    at::Tensor y = conv->forward(x);
+    at::Tensor y = conv2d_fast(x, conv->weight, conv->options.bias() ? conv->bias : at::Tensor(),
+                               *conv->options.stride(), padding, *conv->options.dilation(), conv->options.groups());
     return norm ? norm->forward(y) : y;
   }
   TORCH_CHECK(!conv->options.bias(), "conv2d_norm: a conv followed by a frozen norm has no bias");
   const auto [scale, shift] = folded_affine(*norm);
   const at::Tensor weight = conv->weight * scale.view({-1, 1, 1, 1});
-  return at::conv2d(x, weight, shift, *conv->options.stride(), padding,
-                    *conv->options.dilation(), conv->options.groups());
+  return conv2d_fast(x, weight, shift, *conv->options.stride(), padding, *conv->options.dilation(),
+                     conv->options.groups());
 }
 
 at::Tensor conv2d_mkldnn(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x) {

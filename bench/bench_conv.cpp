@@ -1,0 +1,87 @@
+// Implements: the 3x3 convolution benchmark: detseg's Winograd F(2x2, 3x3) conv against LibTorch's
+// direct at::conv2d (oneDNN, the kernel torchvision's models run) on the layer shapes of the
+// detectors and DeepLab at their benchmark sizes, forward alone and forward + backward (input,
+// weight and bias gradients), with the largest relative difference of the outputs.
+// Usage: bench_conv [THREADS=2] [PAIRS=9]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/bench_timing.h"
+#include "detseg/ops/winograd_conv.h"
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Case {
+  const char* name;
+  int64_t n, c, k, h, w;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int iters = argc > 2 ? std::atoi(argv[2]) : 9;
+  at::set_num_threads(threads);
+  at::manual_seed(0);
+  const std::vector<Case> cases = {
+      {"retinanet head conv, P3 of 320 (batch 2)", 2, 256, 256, 40, 40},
+      {"retinanet cls_logits, P3 of 320 (batch 2)", 2, 256, 819, 40, 40},
+      {"retinanet head conv, P5 of 320 (batch 2)", 2, 256, 256, 10, 10},
+      {"fpn/rpn conv, P2 of 320 (batch 2)", 2, 256, 256, 80, 80},
+      {"mask head conv, 128 RoIs 14x14", 128, 256, 256, 14, 14},
+      {"deeplab decoder conv, 64x64 (batch 2)", 2, 304, 256, 64, 64},
+      {"resnet layer1 3x3, 80x80 (batch 2)", 2, 64, 64, 80, 80},
+      {"resnet layer2 3x3, 40x40 (batch 2)", 2, 128, 128, 40, 40},
+      {"resnet layer3 3x3, 20x20 (batch 2)", 2, 256, 256, 20, 20},
+      {"resnet layer4 3x3, 10x10 (batch 2)", 2, 512, 512, 10, 10},
+  };
+  std::printf("bench_conv: threads %d, pairs %d; median wall seconds per call, median ratio winograd / direct\n",
+              threads, iters);
+  std::printf("%-44s %-6s %9s %9s %19s %9s\n", "case", "pass", "direct s", "winograd s", "ratio (min-max)", "max rel");
+  for (const Case& c : cases) {
+    const at::Tensor x = at::randn({c.n, c.c, c.h, c.w}).requires_grad_(true);
+    const at::Tensor w = (0.05 * at::randn({c.k, c.c, 3, 3})).requires_grad_(true);
+    const at::Tensor b = at::randn({c.k}).requires_grad_(true);
+    const at::Tensor dy = at::randn({c.n, c.k, c.h, c.w});
+    double rel = 0;
+    {
+      at::NoGradGuard g;
+      const at::Tensor want = at::conv2d(x, w, b, 1, 1);
+      rel = ((detseg::winograd_conv3x3(x, w, b) - want).abs().max() / want.abs().max()).item<double>();
+    }
+    // Direct and Winograd alternate call by call and the ratio is taken pair by pair, so the
+    // medians hold while this shared machine's speed drifts.
+    auto run = [&](const char* pass, auto direct, auto wino) {
+      direct();
+      wino();
+      std::vector<double> d, wg, ratio;
+      for (int i = 0; i < iters; ++i) {
+        d.push_back(detseg::bench::timed(direct, 1, false).wall);
+        wg.push_back(detseg::bench::timed(wino, 1, false).wall);
+        ratio.push_back(wg.back() / d.back());
+      }
+      std::printf("%-44s %-6s %9.4f %9.4f %6.2fx (%.2f-%.2f) %9.1e\n", c.name, pass, median(d), median(wg),
+                  median(ratio), *std::min_element(ratio.begin(), ratio.end()),
+                  *std::max_element(ratio.begin(), ratio.end()), rel);
+    };
+    run(
+        "fwd", [&] { at::NoGradGuard g; at::conv2d(x, w, b, 1, 1); },
+        [&] { at::NoGradGuard g; detseg::winograd_conv3x3(x, w, b); });
+    run(
+        "fwd+bw", [&] { torch::autograd::grad({at::conv2d(x, w, b, 1, 1)}, {x, w, b}, {dy}); },
+        [&] { torch::autograd::grad({detseg::winograd_conv3x3(x, w, b)}, {x, w, b}, {dy}); });
+  }
+  return 0;
+}

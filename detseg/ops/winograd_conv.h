@@ -1,0 +1,43 @@
+// Implements: 3x3 convolution (stride 1, padding 1) by Winograd's minimal filtering F(2x2, 3x3), on
+// CPU float tensors, differentiable with respect to inputs, weight and bias.
+//
+// Why: on this class of CPU (AVX2, no NNPACK, oneDNN without its AVX-512 Winograd) every direct
+// convolution already runs near the FMA peak, so the only way to make the 3x3 convs of detection
+// heads, FPNs and decoders faster is to do fewer multiplications. F(2x2, 3x3) computes each 2x2
+// output tile with 16 instead of 36 multiply-adds per (input, output) channel pair, as 16 GEMMs in
+// the transformed domain. The three passes of training all use it: forward, input gradient (the
+// same transform with the flipped, transposed kernel) and weight gradient (a GEMM of transformed
+// output gradients with transformed inputs). Results match direct convolution to float rounding
+// (relative ~1e-6: the transforms only add, subtract and halve).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <c10/util/Optional.h>
+
+#include <vector>
+
+namespace detseg {
+
+// y_l = conv2d(x_l, weight, bias, stride 1, padding 1) for every x_l in xs, with one set of 16
+// GEMMs over all the inputs' tiles together (a head shared across feature levels). xs: [N_l, C,
+// H_l, W_l] float CPU; weight [K, C, 3, 3]; bias [K] or none. Gradients flow to xs, weight, bias.
+std::vector<at::Tensor> winograd_conv3x3(at::TensorList xs, const at::Tensor& weight,
+                                         const c10::optional<at::Tensor>& bias);
+at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias);
+
+// Whether conv2d(x, weight, ..., stride, padding, dilation, groups) should run as winograd_conv3x3:
+// a 3x3 kernel with stride 1, padding 1, dilation 1, one group, at least 128 input and output
+// channels and 256 output tiles (2x2 each, over the batch), on a strided CPU float x, and not
+// switched off with DETSEG_WINOGRAD=0. Thinner or smaller GEMMs lose to oneDNN's direct kernel
+// (bench/bench_conv: ResNet's 64-channel 3x3 at 80x80 and its 512-channel 3x3 at 10x10, batch 2,
+// are 1.5-2x slower; the RetinaNet head, FPN, mask head and DeepLab decoder convs 0.6-0.85x).
+bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
+                      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
+
+// at::conv2d, through winograd_conv3x3 where winograd_applies.
+at::Tensor conv2d_fast(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                       int64_t groups);
+
+}  // namespace detseg
