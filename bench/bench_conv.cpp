@@ -1,7 +1,8 @@
 // Implements: the 3x3 convolution benchmark: detseg's Winograd F(2x2, 3x3) conv against LibTorch's
 // direct at::conv2d (oneDNN, the kernel torchvision's models run) on the layer shapes of the
-// detectors and DeepLab at their benchmark sizes, forward alone and forward + backward (input,
-// weight and bias gradients), with the largest relative difference of the outputs.
+// detectors and DeepLab at their benchmark sizes (atrous ones too, and the centre-tap rule of
+// conv2d_fast), forward alone and forward + backward (input, weight and bias gradients), with the
+// largest relative difference of the outputs.
 // Usage: bench_conv [THREADS=2] [PAIRS=9]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -25,7 +26,8 @@ double median(std::vector<double> v) {
 
 struct Case {
   const char* name;
-  int64_t n, c, k, h, w;
+  int64_t n, c, k, h, w, dilation = 1;
+  bool through_conv2d_fast = false;  // time detseg::conv2d_fast (its centre-tap rule) instead
 };
 
 }  // namespace
@@ -46,6 +48,9 @@ int main(int argc, char** argv) {
       {"resnet layer2 3x3, 40x40 (batch 2)", 2, 128, 128, 40, 40},
       {"resnet layer3 3x3, 20x20 (batch 2)", 2, 256, 256, 20, 20},
       {"resnet layer4 3x3, 10x10 (batch 2)", 2, 512, 512, 10, 10},
+      {"deeplab os8 layer3 3x3 rate 2, 32x32 (b 2)", 2, 256, 256, 32, 32, 2},
+      {"deeplab os8 layer4 3x3 rate 4, 32x32 (b 2)", 2, 512, 512, 32, 32, 4},
+      {"aspp rate 36 on 32x32 (batch 2): centre tap", 2, 2048, 256, 32, 32, 36, true},
   };
   std::printf("bench_conv: threads %d, pairs %d; median wall seconds per call, median ratio winograd / direct\n",
               threads, iters);
@@ -55,11 +60,16 @@ int main(int argc, char** argv) {
     const at::Tensor w = (0.05 * at::randn({c.k, c.c, 3, 3})).requires_grad_(true);
     const at::Tensor b = at::randn({c.k}).requires_grad_(true);
     const at::Tensor dy = at::randn({c.n, c.k, c.h, c.w});
+    const int64_t d = c.dilation;
+    auto direct = [&] { return at::conv2d(x, w, b, 1, d, d); };
+    auto ours = [&] {
+      return c.through_conv2d_fast ? detseg::conv2d_fast(x, w, b, {1, 1}, {d, d}, {d, d}, 1)
+                                   : detseg::winograd_conv3x3(x, w, b, d);
+    };
     double rel = 0;
     {
       at::NoGradGuard g;
-      const at::Tensor want = at::conv2d(x, w, b, 1, 1);
-      rel = ((detseg::winograd_conv3x3(x, w, b) - want).abs().max() / want.abs().max()).item<double>();
+      rel = ((ours() - direct()).abs().max() / direct().abs().max()).item<double>();
     }
     // Direct and Winograd alternate call by call and the ratio is taken pair by pair, so the
     // medians hold while this shared machine's speed drifts.
@@ -77,11 +87,10 @@ int main(int argc, char** argv) {
                   *std::max_element(ratio.begin(), ratio.end()), rel);
     };
     run(
-        "fwd", [&] { at::NoGradGuard g; at::conv2d(x, w, b, 1, 1); },
-        [&] { at::NoGradGuard g; detseg::winograd_conv3x3(x, w, b); });
+        "fwd", [&] { at::NoGradGuard g; direct(); }, [&] { at::NoGradGuard g; ours(); });
     run(
-        "fwd+bw", [&] { torch::autograd::grad({at::conv2d(x, w, b, 1, 1)}, {x, w, b}, {dy}); },
-        [&] { torch::autograd::grad({detseg::winograd_conv3x3(x, w, b)}, {x, w, b}, {dy}); });
+        "fwd+bw", [&] { torch::autograd::grad({direct()}, {x, w, b}, {dy}); },
+        [&] { torch::autograd::grad({ours()}, {x, w, b}, {dy}); });
   }
   return 0;
 }

@@ -19,12 +19,15 @@
 
 namespace detseg {
 
-// y_l = conv2d(x_l, weight, bias, stride 1, padding 1) for every x_l in xs, with one set of 16
-// GEMMs over all the inputs' tiles together (a head shared across feature levels). xs: [N_l, C,
-// H_l, W_l] float CPU; weight [K, C, 3, 3]; bias [K] or none. Gradients flow to xs, weight, bias.
+// y_l = conv2d(x_l, weight, bias, stride 1, padding = dilation, dilation) for every x_l in xs,
+// with one set of 16 GEMMs over all the inputs' tiles together (a head shared across feature
+// levels). xs: [N_l, C, H_l, W_l] float CPU; weight [K, C, 3, 3]; bias [K] or none. A dilated conv
+// runs as d x d undilated ones on the sub-grids of pixels d apart (DeepLab's atrous backbones).
+// Gradients flow to xs, weight, bias.
 std::vector<at::Tensor> winograd_conv3x3(at::TensorList xs, const at::Tensor& weight,
-                                         const c10::optional<at::Tensor>& bias);
-at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias);
+                                         const c10::optional<at::Tensor>& bias, int64_t dilation = 1);
+at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                            int64_t dilation = 1);
 
 // Whether conv2d(x, weight, ..., stride, padding, dilation, groups) should run as winograd_conv3x3:
 // a 3x3 kernel with stride 1, padding 1, dilation 1, one group, at least 128 input and output
@@ -35,7 +38,13 @@ at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const
 bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
 
-// at::conv2d, through winograd_conv3x3 where winograd_applies.
+// Whether a 3x3 stride-1 conv with padding = dilation >= the map's height and width equals its
+// centre tap as a 1x1 conv: every other tap reads only zero padding (ASPP's rate 36 on 32x32).
+bool centre_tap_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
+                        at::IntArrayRef padding, at::IntArrayRef dilation);
+
+// at::conv2d, through winograd_conv3x3 where winograd_applies, or as the centre tap alone where
+// centre_tap_applies (exact, 1/9 of the work, gradients only to the centre tap as they should be).
 at::Tensor conv2d_fast(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                        int64_t groups);

@@ -3,6 +3,8 @@
 // inputs, and when conv2d_fast takes the Winograd path.
 #include <torch/csrc/autograd/autograd.h>
 
+#include <array>
+
 #include "detseg/ops/winograd_conv.h"
 #include "ops/ops_test_util.h"
 
@@ -47,6 +49,41 @@ TEST(WinogradConv, ForwardAndGradientsMatchDirectConvolution) {
   }
 }
 
+TEST(WinogradConv, DilatedConvolutionAndGradientsMatchDirectConvolution) {
+  at::manual_seed(6);
+  // (dilation, H, W): sub-grids of equal and unequal sizes, and a dilation beyond the map.
+  for (auto [d, h, w] : std::vector<std::array<int64_t, 3>>{{2, 9, 8}, {3, 7, 13}, {4, 16, 16}, {5, 3, 4}}) {
+    const at::Tensor x = at::randn({2, 16, h, w}).requires_grad_(true);
+    const at::Tensor wt = (0.1 * at::randn({8, 16, 3, 3})).requires_grad_(true);
+    const at::Tensor b = at::randn({8}).requires_grad_(true);
+    const at::Tensor ours = winograd_conv3x3(x, wt, b, d);
+    const at::Tensor want = at::conv2d(x, wt, b, 1, d, d);
+    ASSERT_EQ(ours.sizes(), want.sizes());
+    EXPECT_LT(relative_error(ours, want), 1e-5) << "d " << d;
+    const at::Tensor r = at::randn(want.sizes());
+    const auto g_ours = torch::autograd::grad({(ours * r).sum()}, {x, wt, b});
+    const auto g_want = torch::autograd::grad({(want * r).sum()}, {x, wt, b});
+    for (int i = 0; i < 3; ++i) EXPECT_LT(relative_error(g_ours[i], g_want[i]), 1e-5) << "d " << d << " grad " << i;
+  }
+}
+
+TEST(WinogradConv, CentreTapStandsInForADilationBeyondTheMap) {
+  at::manual_seed(7);
+  const at::Tensor x = at::randn({2, 8, 6, 5}).requires_grad_(true);
+  const at::Tensor w = at::randn({4, 8, 3, 3}).requires_grad_(true);
+  EXPECT_TRUE(centre_tap_applies(x, w, {1, 1}, {6, 6}, {6, 6}));
+  EXPECT_FALSE(centre_tap_applies(x, w, {1, 1}, {5, 5}, {5, 5}));  // the taps 5 rows away still see row 5
+  EXPECT_FALSE(centre_tap_applies(x, w, {1, 1}, {1, 1}, {6, 6}));  // other padding: another output size
+  const at::Tensor ours = conv2d_fast(x, w, c10::nullopt, {1, 1}, {6, 6}, {6, 6}, 1);
+  const at::Tensor want = at::conv2d(x, w, {}, 1, 6, 6);
+  EXPECT_LT(relative_error(ours, want), 1e-6);
+  const auto g_ours = torch::autograd::grad({ours.sum()}, {x, w});
+  const auto g_want = torch::autograd::grad({want.sum()}, {x, w});
+  EXPECT_LT(relative_error(g_ours[0], g_want[0]), 1e-6);
+  EXPECT_LT(relative_error(g_ours[1], g_want[1]), 1e-6);  // zero off the centre on both sides
+  EXPECT_EQ(g_ours[1].slice(2, 0, 1).abs().max().item<float>(), 0.f);
+}
+
 TEST(WinogradConv, SeveralInputsShareOneCallAndGetTheirOwnGradients) {
   at::manual_seed(4);
   const at::Tensor w = (0.1 * at::randn({32, 16, 3, 3})).requires_grad_(true);
@@ -86,7 +123,8 @@ TEST(WinogradConv, Conv2dFastTakesWinogradOnlyForStrideOnePaddingOneThreeByThree
   const at::Tensor w = at::randn({128, 128, 3, 3});
   EXPECT_TRUE(winograd_applies(x, w, {1, 1}, {1, 1}, {1, 1}, 1));
   EXPECT_FALSE(winograd_applies(x, w, {2, 2}, {1, 1}, {1, 1}, 1));    // strided
-  EXPECT_FALSE(winograd_applies(x, w, {1, 1}, {2, 2}, {2, 2}, 1));    // atrous
+  EXPECT_FALSE(winograd_applies(x, w, {1, 1}, {2, 2}, {2, 2}, 1));    // atrous: no gain measured
+  EXPECT_FALSE(winograd_applies(x, w, {1, 1}, {0, 0}, {1, 1}, 1));    // another padding
   EXPECT_FALSE(winograd_applies(x, w.slice(1, 0, 32), {1, 1}, {1, 1}, {1, 1}, 4));  // grouped
   EXPECT_FALSE(winograd_applies(x, at::randn({128, 128, 1, 1}), {1, 1}, {0, 0}, {1, 1}, 1));  // 1x1
   EXPECT_FALSE(winograd_applies(x.to(at::kDouble), w.to(at::kDouble), {1, 1}, {1, 1}, {1, 1}, 1));
