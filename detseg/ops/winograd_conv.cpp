@@ -14,9 +14,8 @@
 #include "detseg/ops/winograd_conv.h"
 
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/custom_function.h>
-
 #include <dlfcn.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <array>
@@ -119,10 +118,10 @@ float* scratch(int slot, int64_t floats) {
   return buffers[slot].data();
 }
 
-// Channel c of segment s: v[e][c][q0 + (ty - ty0) * tw + tx] = (B^T d B)[e], d the 4x4 tile of x (image s.n) that starts
-// one row and column before output tile (ty, tx), zero outside x. v has 16 x C x width floats.
-void input_transform(const float* x, const Tiling& t, const Segment& s, int64_t c, int64_t C, float* v,
-                     int64_t width, std::vector<float>& scratch) {
+// Channel c of segment s: v[e][c][q0 + (ty - ty0) * tw + tx] = (B^T d B)[e], d the 4x4 tile of x (image s.n) that
+// starts one row and column before output tile (ty, tx), zero outside x. v has 16 x C x width floats.
+void input_transform(const float* x, const Tiling& t, const Segment& s, int64_t c, int64_t C, float* v, int64_t width,
+                     std::vector<float>& scratch) {
   const int64_t rows_in = 2 * (s.ty1 - s.ty0) + 2, wp = 2 * t.tw + 2, es = C * width;
   scratch.assign(rows_in * wp + 4 * wp, 0.f);
   float* pad = scratch.data();
@@ -189,7 +188,8 @@ void output_transform(const float* m, int64_t K, int64_t width, const Tiling& t,
   }
 }
 
-// Channel k of segment s: z[e][k][q] = (A dY A^T)[e] for the 2x2 tile dY of the output gradient at tile q (zero outside).
+// Channel k of segment s: z[e][k][q] = (A dY A^T)[e] for the 2x2 tile dY of the output gradient at tile q (zero
+// outside).
 void grad_output_transform(const float* dy, const Tiling& t, const Segment& s, int64_t k, int64_t K, float* z,
                            int64_t width, std::vector<float>& scratch) {
   const int64_t rows_in = 2 * (s.ty1 - s.ty0), wp = 2 * t.tw, es = K * width;
@@ -296,8 +296,8 @@ at::Tensor weight_grad_transform(const at::Tensor& du) {
 // at::mm (OpenBLAS here): it threads on the same OpenMP pool as the convolutions around it, where
 // OpenBLAS's own spinning threads were measured to slow the next oneDNN conv by ~25 %, and it ran
 // these shapes ~10 % faster.
-using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
-                          int64_t, float, float*, int64_t);
+using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                          float, float*, int64_t);
 DnnlSgemm dnnl_sgemm() {
   static const DnnlSgemm fn = reinterpret_cast<DnnlSgemm>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));
   return fn;
@@ -342,14 +342,16 @@ std::vector<at::Tensor> convolve(at::TensorList xs_in, const at::Tensor& u, cons
     for (int64_t e = 0; e < 16; ++e)
       gemm(K, width, C, u.data_ptr<float>() + e * K * C, v + e * C * width, false, 0.f, m + e * K * width);
     for_each_plane(chunk, K, [&](const Segment& s, int64_t k, std::vector<float>& scratch) {
-      output_transform(m, K, width, tilings[s.tiling], s, k, bias, ys[tilings[s.tiling].input].data_ptr<float>(), scratch);
+      output_transform(m, K, width, tilings[s.tiling], s, k, bias, ys[tilings[s.tiling].input].data_ptr<float>(),
+                       scratch);
     });
   }
   return ys;
 }
 
 // dU[e] = sum over tiles of Z[e] V[e]^T: the weight gradient in the transformed domain, [16, K, C].
-at::Tensor transformed_weight_grad(at::TensorList xs_in, at::TensorList dys_in, int64_t K, int64_t C, int64_t dilation) {
+at::Tensor transformed_weight_grad(at::TensorList xs_in, at::TensorList dys_in, int64_t K, int64_t C,
+                                   int64_t dilation) {
   std::vector<at::Tensor> xs, dys;
   for (const at::Tensor& x : xs_in) xs.push_back(x.contiguous());
   for (const at::Tensor& dy : dys_in) dys.push_back(dy.contiguous());
@@ -365,7 +367,8 @@ at::Tensor transformed_weight_grad(at::TensorList xs_in, at::TensorList dys_in, 
       input_transform(xs[tilings[s.tiling].input].data_ptr<float>(), tilings[s.tiling], s, c, C, v, width, scratch);
     });
     for_each_plane(chunk, K, [&](const Segment& s, int64_t k, std::vector<float>& scratch) {
-      grad_output_transform(dys[tilings[s.tiling].input].data_ptr<float>(), tilings[s.tiling], s, k, K, z, width, scratch);
+      grad_output_transform(dys[tilings[s.tiling].input].data_ptr<float>(), tilings[s.tiling], s, k, K, z, width,
+                            scratch);
     });
     for (int64_t e = 0; e < 16; ++e)
       gemm(K, C, width, z + e * K * width, v + e * C * width, true, 1.f, du.data_ptr<float>() + e * K * C);
@@ -373,7 +376,8 @@ at::Tensor transformed_weight_grad(at::TensorList xs_in, at::TensorList dys_in, 
   return du;
 }
 
-void check_inputs(at::TensorList xs, const at::Tensor& weight, const c10::optional<at::Tensor>& bias, int64_t dilation) {
+void check_inputs(at::TensorList xs, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                  int64_t dilation) {
   TORCH_CHECK(!xs.empty(), "winograd_conv3x3: no inputs");
   TORCH_CHECK(dilation >= 1, "winograd_conv3x3: dilation must be >= 1, got ", dilation);
   TORCH_CHECK(weight.dim() == 4 && weight.size(2) == 3 && weight.size(3) == 3 && weight.scalar_type() == at::kFloat &&
@@ -426,7 +430,8 @@ class WinogradConv3x3Function : public torch::autograd::Function<WinogradConv3x3
         if (ctx->needs_input_grad(l)) out[l] = dxs[l];
       }
     }
-    if (ctx->needs_input_grad(levels)) out[levels] = weight_grad_transform(transformed_weight_grad(xs, dys, K, C, dilation));
+    if (ctx->needs_input_grad(levels))
+      out[levels] = weight_grad_transform(transformed_weight_grad(xs, dys, K, C, dilation));
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(levels + 1)) {
       at::Tensor db = at::zeros({K}, w.options());
       for (const at::Tensor& dy : dys) db += dy.sum({0, 2, 3});
@@ -453,8 +458,8 @@ at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const
   return winograd_conv3x3(at::TensorList(x), weight, bias, dilation)[0];
 }
 
-bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
-                      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+                      at::IntArrayRef dilation, int64_t groups) {
   static const bool allowed = [] {
     const char* v = std::getenv("DETSEG_WINOGRAD");
     return !(v && std::strcmp(v, "0") == 0);
@@ -462,10 +467,10 @@ bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArra
   // Dilated convs stay with oneDNN: winograd_conv3x3 computes them exactly, but bench_conv measured
   // no gain on DeepLab's atrous layer3/layer4 (0.97-1.18x); the sub-grid gathers eat the saving.
   return allowed && x.dim() == 4 && weight.dim() == 4 && weight.size(2) == 3 && weight.size(3) == 3 && groups == 1 &&
-         all_equal(stride, 1) && all_equal(dilation, 1) && all_equal(padding, 1) &&
-         weight.size(0) >= 128 && weight.size(1) >= 128 && x.size(0) * ((x.size(2) + 1) / 2) * ((x.size(3) + 1) / 2) >= 256 &&
-         x.device().is_cpu() && x.layout() == at::kStrided &&
-         x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat && weight.layout() == at::kStrided;
+         all_equal(stride, 1) && all_equal(dilation, 1) && all_equal(padding, 1) && weight.size(0) >= 128 &&
+         weight.size(1) >= 128 && x.size(0) * ((x.size(2) + 1) / 2) * ((x.size(3) + 1) / 2) >= 256 &&
+         x.device().is_cpu() && x.layout() == at::kStrided && x.scalar_type() == at::kFloat &&
+         weight.scalar_type() == at::kFloat && weight.layout() == at::kStrided;
 }
 
 bool centre_tap_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
@@ -476,8 +481,7 @@ bool centre_tap_applies(const at::Tensor& x, const at::Tensor& weight, at::IntAr
 }
 
 at::Tensor conv2d_fast(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                       int64_t groups) {
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   if (winograd_applies(x, weight, stride, padding, dilation, groups))
     return winograd_conv3x3(x, weight, bias, dilation[0]);
   if (centre_tap_applies(x, weight, stride, padding, dilation)) {

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <ATen/ATen.h>
-
 #include <c10/util/Optional.h>
 
 #include <vector>
@@ -35,8 +34,8 @@ at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const
 // switched off with DETSEG_WINOGRAD=0. Thinner or smaller GEMMs lose to oneDNN's direct kernel
 // (bench/bench_conv: ResNet's 64-channel 3x3 at 80x80 and its 512-channel 3x3 at 10x10, batch 2,
 // are 1.5-2x slower; the RetinaNet head, FPN, mask head and DeepLab decoder convs 0.6-0.85x).
-bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
-                      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
+bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+                      at::IntArrayRef dilation, int64_t groups);
 
 // Whether a 3x3 stride-1 conv with padding = dilation >= the map's height and width equals its
 // centre tap as a 1x1 conv: every other tap reads only zero padding (ASPP's rate 36 on 32x32).
@@ -46,7 +45,6 @@ bool centre_tap_applies(const at::Tensor& x, const at::Tensor& weight, at::IntAr
 // at::conv2d, through winograd_conv3x3 where winograd_applies, or as the centre tap alone where
 // centre_tap_applies (exact, 1/9 of the work, gradients only to the centre tap as they should be).
 at::Tensor conv2d_fast(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                       int64_t groups);
+                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
 
 }  // namespace detseg

@@ -2,6 +2,7 @@
 // state-dict loader's report.
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/module.h>
 
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "detseg/models/layers/conv_bn_act.h"
 #include "detseg/models/layers/drop_connect.h"
 #include "detseg/models/layers/frozen_batch_norm.h"
+#include "detseg/ops/winograd_conv.h"
 
 namespace {
 
@@ -137,6 +139,42 @@ TEST(RetinaNetHead, OneDnnInferencePathMatchesPlainPathAndTracksWeightChanges) {
     head->regression_head->predictor->bias.add_(5.0);
   }
   compare();  // a stale cached weight would differ here
+}
+
+TEST(RetinaNetHead, WinogradTrainingPathMatchesPerLevelDirectConvolution) {
+  // 128 channels and 2 x 12 x 12 tiles on the largest level: the class subnet's convs and its 144-channel
+  // predictor run as one Winograd call over all levels; the 36-channel box predictor stays direct.
+  at::manual_seed(5);
+  detseg::RetinaNetHead head(detseg::RetinaNetHeadOptions(128, 9, 16));
+  head->train();
+  {
+    at::NoGradGuard g;
+    for (auto& p : head->parameters()) p.normal_(0, 0.05);
+  }
+  const std::vector<at::Tensor> features = {at::randn({2, 128, 24, 24}), at::randn({2, 128, 12, 11}),
+                                            at::randn({2, 128, 3, 3})};
+  ASSERT_TRUE(detseg::winograd_applies(features[0], head->classification_head->predictor->weight, {1, 1}, {1, 1},
+                                       {1, 1}, 1));
+  auto direct = [&](detseg::RetinaNetSubnet& subnet) {
+    std::vector<at::Tensor> outs;
+    for (at::Tensor x : features) {
+      for (auto& conv : subnet->convs) x = at::relu(at::conv2d(x, conv->conv->weight, conv->conv->bias, 1, 1));
+      x = at::conv2d(x, subnet->predictor->weight, subnet->predictor->bias, 1, 1);
+      outs.push_back(detseg::flatten_dense_prediction(x, subnet->outputs_per_anchor));
+    }
+    return at::cat(outs, 1);
+  };
+  for (auto* subnet : {&head->classification_head, &head->regression_head}) {
+    const at::Tensor ours = (*subnet)->forward(features);
+    const at::Tensor want = direct(*subnet);
+    ASSERT_EQ(ours.sizes(), want.sizes());
+    EXPECT_LT((ours - want).abs().max().item<double>(), 1e-4 * want.abs().max().item<double>());
+    const at::Tensor r = at::randn(want.sizes());
+    const at::Tensor& w = (*subnet)->convs[0]->conv->weight;
+    const at::Tensor g_ours = torch::autograd::grad({(ours * r).sum()}, {w})[0];
+    const at::Tensor g_want = torch::autograd::grad({(want * r).sum()}, {w})[0];
+    EXPECT_LT((g_ours - g_want).abs().max().item<double>(), 1e-4 * g_want.abs().max().item<double>());
+  }
 }
 
 }  // namespace

@@ -122,18 +122,20 @@ TEST(WinogradConv, Conv2dFastTakesWinogradOnlyForStrideOnePaddingOneThreeByThree
   const at::Tensor x = at::randn({11, 128, 10, 10});  // 11 x 5 x 5 = 275 tiles
   const at::Tensor w = at::randn({128, 128, 3, 3});
   EXPECT_TRUE(winograd_applies(x, w, {1, 1}, {1, 1}, {1, 1}, 1));
-  EXPECT_FALSE(winograd_applies(x, w, {2, 2}, {1, 1}, {1, 1}, 1));    // strided
-  EXPECT_FALSE(winograd_applies(x, w, {1, 1}, {2, 2}, {2, 2}, 1));    // atrous: no gain measured
-  EXPECT_FALSE(winograd_applies(x, w, {1, 1}, {0, 0}, {1, 1}, 1));    // another padding
+  EXPECT_FALSE(winograd_applies(x, w, {2, 2}, {1, 1}, {1, 1}, 1));                  // strided
+  EXPECT_FALSE(winograd_applies(x, w, {1, 1}, {2, 2}, {2, 2}, 1));                  // atrous: no gain measured
+  EXPECT_FALSE(winograd_applies(x, w, {1, 1}, {0, 0}, {1, 1}, 1));                  // another padding
   EXPECT_FALSE(winograd_applies(x, w.slice(1, 0, 32), {1, 1}, {1, 1}, {1, 1}, 4));  // grouped
   EXPECT_FALSE(winograd_applies(x, at::randn({128, 128, 1, 1}), {1, 1}, {0, 0}, {1, 1}, 1));  // 1x1
   EXPECT_FALSE(winograd_applies(x.to(at::kDouble), w.to(at::kDouble), {1, 1}, {1, 1}, {1, 1}, 1));
   EXPECT_FALSE(winograd_applies(x.slice(1, 0, 64), w.slice(1, 0, 64), {1, 1}, {1, 1}, {1, 1}, 1));  // thin
-  EXPECT_FALSE(winograd_applies(x, w.slice(0, 0, 64), {1, 1}, {1, 1}, {1, 1}, 1));  // thin output
+  EXPECT_FALSE(winograd_applies(x, w.slice(0, 0, 64), {1, 1}, {1, 1}, {1, 1}, 1));                  // thin output
   EXPECT_FALSE(winograd_applies(x.slice(0, 0, 10), w, {1, 1}, {1, 1}, {1, 1}, 1));  // 250 tiles: too few
   // Whichever path runs, the values are conv2d's (a strided conv falls back to at::conv2d).
-  EXPECT_LT(relative_error(conv2d_fast(x, w, c10::nullopt, {1, 1}, {1, 1}, {1, 1}, 1), at::conv2d(x, w, {}, 1, 1)), 1e-5);
-  EXPECT_LT(relative_error(conv2d_fast(x, w, c10::nullopt, {2, 2}, {1, 1}, {1, 1}, 1), at::conv2d(x, w, {}, 2, 1)), 1e-6);
+  EXPECT_LT(relative_error(conv2d_fast(x, w, c10::nullopt, {1, 1}, {1, 1}, {1, 1}, 1), at::conv2d(x, w, {}, 1, 1)),
+            1e-5);
+  EXPECT_LT(relative_error(conv2d_fast(x, w, c10::nullopt, {2, 2}, {1, 1}, {1, 1}, 1), at::conv2d(x, w, {}, 2, 1)),
+            1e-6);
 }
 
 TEST(WinogradConv, RejectsWrongShapes) {

@@ -54,7 +54,8 @@ at::Tensor RetinaNetSubnetImpl::forward(const std::vector<at::Tensor>& features)
       xs = shared_conv(xs, conv->conv);
       for (at::Tensor& x : xs) apply_activation_(x, conv->options.activation());
     }
-    for (const at::Tensor& x : shared_conv(xs, predictor)) outs.push_back(flatten_dense_prediction(x, outputs_per_anchor));
+    for (const at::Tensor& x : shared_conv(xs, predictor))
+      outs.push_back(flatten_dense_prediction(x, outputs_per_anchor));
     return at::cat(outs, 1);
   }
   for (const at::Tensor& f : features) {
