@@ -3,7 +3,7 @@
 // detectors and DeepLab at their benchmark sizes (atrous ones too, and the centre-tap rule of
 // conv2d_fast), forward alone and forward + backward (input, weight and bias gradients), with the
 // largest relative difference of the outputs.
-// Usage: bench_conv [THREADS=2] [PAIRS=9]
+// Usage: bench_conv [THREADS=2] [PAIRS=9] [TILE=2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3))]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -35,6 +35,7 @@ struct Case {
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 9;
+  const int64_t tile = argc > 3 ? std::atoi(argv[3]) : 2;
   at::set_num_threads(threads);
   at::manual_seed(0);
   const std::vector<Case> cases = {
@@ -52,8 +53,8 @@ int main(int argc, char** argv) {
       {"deeplab os8 layer4 3x3 rate 4, 32x32 (b 2)", 2, 512, 512, 32, 32, 4},
       {"aspp rate 36 on 32x32 (batch 2): centre tap", 2, 2048, 256, 32, 32, 36, true},
   };
-  std::printf("bench_conv: threads %d, pairs %d; median wall seconds per call, median ratio winograd / direct\n",
-              threads, iters);
+  std::printf("bench_conv: threads %d, pairs %d, F(%dx%d, 3x3); median wall seconds per call, median ratio winograd / direct\n",
+              threads, iters, static_cast<int>(tile), static_cast<int>(tile));
   std::printf("%-44s %-6s %9s %9s %19s %9s\n", "case", "pass", "direct s", "winograd s", "ratio (min-max)", "max rel");
   for (const Case& c : cases) {
     const at::Tensor x = at::randn({c.n, c.c, c.h, c.w}).requires_grad_(true);
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
     auto direct = [&] { return at::conv2d(x, w, b, 1, d, d); };
     auto ours = [&] {
       return c.through_conv2d_fast ? detseg::conv2d_fast(x, w, b, {1, 1}, {d, d}, {d, d}, 1)
-                                   : detseg::winograd_conv3x3(x, w, b, d);
+                                   : detseg::winograd_conv3x3(x, w, b, d, tile);
     };
     double rel = 0;
     {

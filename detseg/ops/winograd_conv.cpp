@@ -1,11 +1,10 @@
-// Implements: 3x3 stride-1 convolution by Winograd F(2x2, 3x3) on CPU, forward and backward.
+// Implements: 3x3 stride-1 convolution by Winograd's F(2x2, 3x3) and F(4x4, 3x3) on CPU, forward
+// and backward.
 //
 // Notation (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2015): an output
-// tile Y (2x2) = A^T [ (G g G^T) . (B^T d B) ] A for a 3x3 kernel g and the 4x4 input tile d that
-// covers it, with
-//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
-//   A^T = [1 1 1 0; 0 1 -1 -1].
-// Summed over input channels, each of the 16 positions e of the 4x4 product is one GEMM:
+// tile Y (m x m) = A^T [ (G g G^T) . (B^T d B) ] A for a 3x3 kernel g and the t x t input tile d
+// (t = m + 2) that covers it; the matrices are in Transform<m> below. Summed over input channels,
+// each of the t^2 positions e of the t x t product is one GEMM:
 //   M[e] (K x P) = U[e] (K x C) * V[e] (C x P), U = transformed weights, V = transformed tiles,
 // P = number of output tiles over all images (and all inputs of a multi-input call).
 // Backward: dx is the same convolution of dy with the kernel rotated by 180 degrees and its
@@ -29,11 +28,95 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+template <int M>
+struct Transform;
+
+// F(2x2, 3x3): 16 multiplies per 4 outputs (direct: 36); exact up to float rounding (+, -, / 2).
+template <>
+struct Transform<2> {
+  static constexpr int t = 4;
+  static constexpr float BT[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  static constexpr float G[4][3] = {{1, 0, 0}, {.5f, .5f, .5f}, {.5f, -.5f, .5f}, {0, 0, 1}};
+  static constexpr float AT[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+};
+
+// F(4x4, 3x3) on the points 0, +-1, +-2: 36 multiplies per 16 outputs (direct: 144). Its larger
+// coefficients cost some float accuracy: ~1e-6 to 1e-5 relative here, as cuDNN's and oneDNN's own
+// Winograd kernels.
+template <>
+struct Transform<4> {
+  static constexpr int t = 6;
+  static constexpr float BT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                     {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  static constexpr float G[6][3] = {{1.f / 4, 0, 0},
+                                    {-1.f / 6, -1.f / 6, -1.f / 6},
+                                    {-1.f / 6, 1.f / 6, -1.f / 6},
+                                    {1.f / 24, 1.f / 12, 1.f / 6},
+                                    {1.f / 24, -1.f / 12, 1.f / 6},
+                                    {0, 0, 1}};
+  static constexpr float AT[4][6] = {
+      {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+};
+
+// The tile transforms are separable: each applies a 1-D transform down the columns and then along
+// the rows. Those 1-D transforms are written out term by term (the matrices above, zeros skipped),
+// as general loops over the matrices were measured 2x slower than the GEMMs they feed.
+template <int M>
+struct Kernels1d;
+
+template <>
+struct Kernels1d<2> {
+  static void input(const float* d, float* v) {  // B^T d, 4 -> 4
+    v[0] = d[0] - d[2];
+    v[1] = d[1] + d[2];
+    v[2] = d[2] - d[1];
+    v[3] = d[1] - d[3];
+  }
+  static void output(const float* m, float* y) {  // A^T m, 4 -> 2
+    y[0] = m[0] + m[1] + m[2];
+    y[1] = m[1] - m[2] - m[3];
+  }
+  static void grad_output(const float* dy, float* z) {  // A dy, 2 -> 4
+    z[0] = dy[0];
+    z[1] = dy[0] + dy[1];
+    z[2] = dy[0] - dy[1];
+    z[3] = -dy[1];
+  }
+};
+
+template <>
+struct Kernels1d<4> {
+  static void input(const float* d, float* v) {  // B^T d, 6 -> 6
+    v[0] = 4 * d[0] - 5 * d[2] + d[4];
+    v[1] = -4 * (d[1] + d[2]) + d[3] + d[4];
+    v[2] = 4 * (d[1] - d[2]) - d[3] + d[4];
+    v[3] = 2 * (d[3] - d[1]) - d[2] + d[4];
+    v[4] = 2 * (d[1] - d[3]) - d[2] + d[4];
+    v[5] = 4 * d[1] - 5 * d[3] + d[5];
+  }
+  static void output(const float* m, float* y) {  // A^T m, 6 -> 4
+    const float p12 = m[1] + m[2], m12 = m[1] - m[2], p34 = m[3] + m[4], m34 = m[3] - m[4];
+    y[0] = m[0] + p12 + p34;
+    y[1] = m12 + 2 * m34;
+    y[2] = p12 + 4 * p34;
+    y[3] = m12 + 8 * m34 + m[5];
+  }
+  static void grad_output(const float* dy, float* z) {  // A dy, 4 -> 6
+    const float p02 = dy[0] + dy[2], p13 = dy[1] + dy[3], q02 = dy[0] + 4 * dy[2], q13 = 2 * dy[1] + 8 * dy[3];
+    z[0] = dy[0];
+    z[1] = p02 + p13;
+    z[2] = p02 - p13;
+    z[3] = q02 + q13;
+    z[4] = q02 - q13;
+    z[5] = dy[3];
+  }
+};
+
 // The output tiles of one input, or with dilation d of one of its d x d sub-grids: a dilated 3x3
 // conv (padding d) is d^2 independent undilated convs (padding 1), one on each sub-grid of pixels
 // (ry + d i, rx + d j), so the transforms read and write those pixels and nothing else changes.
-// th x tw tiles per image of the sh x sw sub-grid (2x2 outputs each; an odd size's last half
-// outside).
+// th x tw tiles per image of the sh x sw sub-grid (m x m outputs each; the last row and column of
+// tiles may reach past the map).
 struct Tiling {
   size_t input;
   int64_t n, h, w, d, ry, rx, sh, sw, th, tw;
@@ -56,14 +139,14 @@ struct Chunk {
   int64_t tiles = 0;
 };
 
-std::vector<Tiling> tilings_of(at::TensorList xs, int64_t d) {
+std::vector<Tiling> tilings_of(at::TensorList xs, int64_t d, int64_t m) {
   std::vector<Tiling> out;
   for (size_t i = 0; i < xs.size(); ++i) {
     const int64_t n = xs[i].size(0), h = xs[i].size(2), w = xs[i].size(3);
     for (int64_t ry = 0; ry < std::min(d, h); ++ry) {
       for (int64_t rx = 0; rx < std::min(d, w); ++rx) {
         const int64_t sh = (h - ry + d - 1) / d, sw = (w - rx + d - 1) / d;
-        out.push_back({i, n, h, w, d, ry, rx, sh, sw, (sh + 1) / 2, (sw + 1) / 2});
+        out.push_back({i, n, h, w, d, ry, rx, sh, sw, (sh + m - 1) / m, (sw + m - 1) / m});
       }
     }
   }
@@ -113,114 +196,116 @@ int64_t widest(const std::vector<Chunk>& chunks) {
 
 // Grow-only scratch for the transformed tiles of one chunk, kept per thread between calls.
 float* scratch(int slot, int64_t floats) {
-  thread_local std::vector<float> buffers[2];
+  thread_local std::vector<float> buffers[3];  // transformed tiles, GEMM results, transformed weights
   if (static_cast<int64_t>(buffers[slot].size()) < floats) buffers[slot].resize(floats);
   return buffers[slot].data();
 }
 
-// Channel c of segment s: v[e][c][q0 + (ty - ty0) * tw + tx] = (B^T d B)[e], d the 4x4 tile of x (image s.n) that
-// starts one row and column before output tile (ty, tx), zero outside x. v has 16 x C x width floats.
+// Channel c of segment s: v[e][c][q0 + (ty - ty0) * tw + tx] = (B^T d B)[e], d the t x t tile of
+// x (image s.n) that starts one row and column before output tile (ty, tx), zero outside x. v has
+// t^2 x C x width floats.
+template <int M>
 void input_transform(const float* x, const Tiling& t, const Segment& s, int64_t c, int64_t C, float* v, int64_t width,
                      std::vector<float>& scratch) {
-  const int64_t rows_in = 2 * (s.ty1 - s.ty0) + 2, wp = 2 * t.tw + 2, es = C * width;
-  scratch.assign(rows_in * wp + 4 * wp, 0.f);
+  using W = Transform<M>;
+  constexpr int T = W::t;
+  const int64_t rows_in = M * (s.ty1 - s.ty0) + 2, wp = M * t.tw + 2, es = C * width;
+  scratch.assign(rows_in * wp + T * wp, 0.f);
   float* pad = scratch.data();
-  // Sub-grid rows 2 ty0 - 1 .. 2 ty1, inside a zero border.
+  float* q = pad + rows_in * wp;  // B^T applied down the columns of one strip of tiles: T rows of wp
+  // Sub-grid rows M ty0 - 1 .. M ty1, inside a zero border.
   const float* plane = x + (s.n * C + c) * t.h * t.w + t.ry * t.w + t.rx;
   for (int64_t i = 0; i < rows_in; ++i) {
-    const int64_t y = 2 * s.ty0 - 1 + i;
+    const int64_t y = M * s.ty0 - 1 + i;
     if (y >= 0 && y < t.sh) gather_row(plane + y * t.d * t.w, t.d, t.sw, &pad[i * wp + 1]);
   }
   float* out = v + c * width + s.q0;
   for (int64_t ty = 0; ty < s.ty1 - s.ty0; ++ty) {
-    const float* r0 = &pad[2 * ty * wp];
-    const float *r1 = r0 + wp, *r2 = r1 + wp, *r3 = r2 + wp;
-    float *q0 = pad + rows_in * wp, *q1 = q0 + wp, *q2 = q1 + wp, *q3 = q2 + wp;
-    for (int64_t j = 0; j < wp; ++j) {  // B^T applied down the columns
-      q0[j] = r0[j] - r2[j];
-      q1[j] = r1[j] + r2[j];
-      q2[j] = r2[j] - r1[j];
-      q3[j] = r1[j] - r3[j];
+    const float* strip = &pad[M * ty * wp];
+    for (int64_t j = 0; j < wp; ++j) {  // B^T down the columns
+      float d[T], col[T];
+      for (int i = 0; i < T; ++i) d[i] = strip[i * wp + j];
+      Kernels1d<M>::input(d, col);
+      for (int a = 0; a < T; ++a) q[a * wp + j] = col[a];
     }
-    const float* q[4] = {q0, q1, q2, q3};
-    for (int i = 0; i < 4; ++i) {  // ... and B along the rows
-      const float* qi = q[i];
-      float* o0 = out + (4 * i) * es + ty * t.tw;
-      float *o1 = o0 + es, *o2 = o1 + es, *o3 = o2 + es;
+    for (int a = 0; a < T; ++a) {  // ... and B along the rows
+      const float* qa = q + a * wp;
+      float* o = out + (a * T) * es + ty * t.tw;
       for (int64_t tx = 0; tx < t.tw; ++tx) {
-        const float a = qi[2 * tx], b = qi[2 * tx + 1], c_ = qi[2 * tx + 2], d = qi[2 * tx + 3];
-        o0[tx] = a - c_;
-        o1[tx] = b + c_;
-        o2[tx] = c_ - b;
-        o3[tx] = b - d;
+        float row[T];
+        Kernels1d<M>::input(qa + M * tx, row);
+        for (int b = 0; b < T; ++b) o[b * es + tx] = row[b];
       }
     }
   }
 }
 
 // Output channel k of segment s: y[n][k] at tile (ty, tx) = A^T m A (+ bias[k]), m[e] = M[e][k][q],
-// cropped to h x w. m has 16 x K x width floats.
+// cropped to the map. m has t^2 x K x width floats.
+template <int M>
 void output_transform(const float* m, int64_t K, int64_t width, const Tiling& t, const Segment& s, int64_t k,
                       const float* bias, float* y, std::vector<float>& scratch) {
-  const int64_t es = K * width, wide = 2 * t.tw;
-  scratch.resize(2 * wide);
+  using W = Transform<M>;
+  constexpr int T = W::t;
+  const int64_t es = K * width, wide = M * t.tw;
+  scratch.resize(M * wide);
   const float bk = bias ? bias[k] : 0.f;
   const float* in = m + k * width + s.q0;
   float* plane = y + (s.n * K + k) * t.h * t.w + t.ry * t.w + t.rx;
-  float *y0 = scratch.data(), *y1 = y0 + wide;
+  float* rows = scratch.data();  // M output rows of the strip
   for (int64_t ty = s.ty0; ty < s.ty1; ++ty) {
     const float* r = in + (ty - s.ty0) * t.tw;
     for (int64_t tx = 0; tx < t.tw; ++tx) {
-      float u0[4], u1[4];
-      for (int j = 0; j < 4; ++j) {  // A^T down the columns
-        const float m0 = r[j * es + tx], m1 = r[(4 + j) * es + tx], m2 = r[(8 + j) * es + tx],
-                    m3 = r[(12 + j) * es + tx];
-        u0[j] = m0 + m1 + m2;
-        u1[j] = m1 - m2 - m3;
+      float u[M][T];  // A^T m down the columns
+      for (int j = 0; j < T; ++j) {
+        float col[T], out_col[M];
+        for (int i = 0; i < T; ++i) col[i] = r[(i * T + j) * es + tx];
+        Kernels1d<M>::output(col, out_col);
+        for (int a = 0; a < M; ++a) u[a][j] = out_col[a];
       }
-      y0[2 * tx] = u0[0] + u0[1] + u0[2] + bk;  // ... and A along the rows
-      y0[2 * tx + 1] = u0[1] - u0[2] - u0[3] + bk;
-      y1[2 * tx] = u1[0] + u1[1] + u1[2] + bk;
-      y1[2 * tx + 1] = u1[1] - u1[2] - u1[3] + bk;
+      for (int a = 0; a < M; ++a) {  // ... and A along the rows
+        float y[M];
+        Kernels1d<M>::output(u[a], y);
+        for (int b = 0; b < M; ++b) rows[a * wide + M * tx + b] = y[b] + bk;
+      }
     }
-    scatter_row(y0, t.sw, plane + 2 * ty * t.d * t.w, t.d);
-    if (2 * ty + 1 < t.sh) scatter_row(y1, t.sw, plane + (2 * ty + 1) * t.d * t.w, t.d);
+    for (int a = 0; a < M && M * ty + a < t.sh; ++a)
+      scatter_row(rows + a * wide, t.sw, plane + (M * ty + a) * t.d * t.w, t.d);
   }
 }
 
-// Channel k of segment s: z[e][k][q] = (A dY A^T)[e] for the 2x2 tile dY of the output gradient at tile q (zero
-// outside).
+// Channel k of segment s: z[e][k][q] = (A dY A^T)[e] for the m x m tile dY of the output gradient
+// at tile q (zero outside the map).
+template <int M>
 void grad_output_transform(const float* dy, const Tiling& t, const Segment& s, int64_t k, int64_t K, float* z,
                            int64_t width, std::vector<float>& scratch) {
-  const int64_t rows_in = 2 * (s.ty1 - s.ty0), wp = 2 * t.tw, es = K * width;
-  scratch.assign(rows_in * wp + 4 * wp, 0.f);
+  using W = Transform<M>;
+  constexpr int T = W::t;
+  const int64_t rows_in = M * (s.ty1 - s.ty0), wp = M * t.tw, es = K * width;
+  scratch.assign(rows_in * wp + T * wp, 0.f);
   float* pad = scratch.data();
+  float* q = pad + rows_in * wp;
   const float* plane = dy + (s.n * K + k) * t.h * t.w + t.ry * t.w + t.rx;
-  for (int64_t i = 0; i < rows_in; ++i) {  // odd sizes: the extra row/column stays zero
-    const int64_t y = 2 * s.ty0 + i;
+  for (int64_t i = 0; i < rows_in; ++i) {  // rows and columns past the map stay zero
+    const int64_t y = M * s.ty0 + i;
     if (y < t.sh) gather_row(plane + y * t.d * t.w, t.d, t.sw, &pad[i * wp]);
   }
   float* out = z + k * width + s.q0;
   for (int64_t ty = 0; ty < s.ty1 - s.ty0; ++ty) {
-    const float *a = &pad[2 * ty * wp], *c = a + wp;
-    float *q0 = pad + rows_in * wp, *q1 = q0 + wp, *q2 = q1 + wp, *q3 = q2 + wp;
+    const float* strip = &pad[M * ty * wp];
     for (int64_t j = 0; j < wp; ++j) {  // A down the columns
-      q0[j] = a[j];
-      q1[j] = a[j] + c[j];
-      q2[j] = a[j] - c[j];
-      q3[j] = -c[j];
+      float d[M], col[T];
+      for (int a = 0; a < M; ++a) d[a] = strip[a * wp + j];
+      Kernels1d<M>::grad_output(d, col);
+      for (int i = 0; i < T; ++i) q[i * wp + j] = col[i];
     }
-    const float* q[4] = {q0, q1, q2, q3};
-    for (int i = 0; i < 4; ++i) {  // ... and A^T along the rows
-      const float* qi = q[i];
-      float* o0 = out + (4 * i) * es + ty * t.tw;
-      float *o1 = o0 + es, *o2 = o1 + es, *o3 = o2 + es;
+    for (int i = 0; i < T; ++i) {  // ... and A^T along the rows
+      const float* qi = q + i * wp;
+      float* o = out + (i * T) * es + ty * t.tw;
       for (int64_t tx = 0; tx < t.tw; ++tx) {
-        const float l = qi[2 * tx], r = qi[2 * tx + 1];
-        o0[tx] = l;
-        o1[tx] = l + r;
-        o2[tx] = l - r;
-        o3[tx] = -r;
+        float row[T];
+        Kernels1d<M>::grad_output(qi + M * tx, row);
+        for (int j = 0; j < T; ++j) o[j * es + tx] = row[j];
       }
     }
   }
@@ -238,53 +323,73 @@ void for_each_plane(const Chunk& chunk, int64_t channels, const Fn& fn) {
 }
 
 // U[e][k][c] = (G g G^T)[e] for g = w[k][c] (3x3). w: [K, C, 3, 3] contiguous float.
+template <int M>
 at::Tensor weight_transform(const at::Tensor& w) {
+  using W = Transform<M>;
+  constexpr int T = W::t;
   const int64_t K = w.size(0), C = w.size(1), es = K * C;
-  at::Tensor u = at::empty({16, K, C}, w.options());
+  // Scratch, not a fresh tensor: t^2 K C floats (9 MB for 256 x 256 at t = 6) would fault in new
+  // pages on every call. Only convolve() reads it, before the next transform.
+  float* dst = scratch(2, T * T * es);
   const float* src = w.data_ptr<float>();
-  float* dst = u.data_ptr<float>();
-  at::parallel_for(0, es, 256, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const float* g = src + b * 9;
-      float r[4][3];
-      for (int j = 0; j < 3; ++j) {
-        r[0][j] = g[j];
-        r[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-        r[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-        r[3][j] = g[6 + j];
+  // Blocks of kBlock (k, c) pairs, written out position by position: t^2 scattered stores per
+  // pair, each on another page, were measured at 15 ms for 256 x 256 at t = 6.
+  constexpr int64_t kBlock = 256;
+  at::parallel_for(0, (es + kBlock - 1) / kBlock, 1, [&](int64_t blk0, int64_t blk1) {
+    std::vector<float> block(T * T * kBlock);
+    for (int64_t blk = blk0; blk < blk1; ++blk) {
+      const int64_t b0 = blk * kBlock, count = std::min(kBlock, es - b0);
+      for (int64_t o = 0; o < count; ++o) {
+        const float* g = src + (b0 + o) * 9;
+        float r[T][3];  // G g
+        for (int i = 0; i < T; ++i) {
+          for (int j = 0; j < 3; ++j) r[i][j] = W::G[i][0] * g[j] + W::G[i][1] * g[3 + j] + W::G[i][2] * g[6 + j];
+        }
+        for (int i = 0; i < T; ++i) {
+          for (int j = 0; j < T; ++j) {
+            block[(i * T + j) * kBlock + o] = r[i][0] * W::G[j][0] + r[i][1] * W::G[j][1] + r[i][2] * W::G[j][2];
+          }
+        }
       }
-      for (int i = 0; i < 4; ++i) {
-        dst[(4 * i) * es + b] = r[i][0];
-        dst[(4 * i + 1) * es + b] = 0.5f * (r[i][0] + r[i][1] + r[i][2]);
-        dst[(4 * i + 2) * es + b] = 0.5f * (r[i][0] - r[i][1] + r[i][2]);
-        dst[(4 * i + 3) * es + b] = r[i][2];
-      }
+      for (int e = 0; e < T * T; ++e) std::memcpy(dst + e * es + b0, &block[e * kBlock], count * sizeof(float));
     }
   });
-  return u;
+  return at::from_blob(dst, {T * T, K, C}, w.options());
 }
 
-// dg = G^T dU G: [16, K, C] -> [K, C, 3, 3].
+// dg = G^T dU G: [t^2, K, C] -> [K, C, 3, 3].
+template <int M>
 at::Tensor weight_grad_transform(const at::Tensor& du) {
+  using W = Transform<M>;
+  constexpr int T = W::t;
   const int64_t K = du.size(1), C = du.size(2), es = K * C;
   at::Tensor dw = at::empty({K, C, 3, 3}, du.options());
   const float* src = du.data_ptr<float>();
   float* dst = dw.data_ptr<float>();
-  at::parallel_for(0, es, 256, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      float d[16];
-      for (int e = 0; e < 16; ++e) d[e] = src[e * es + b];
-      float q[3][4];
-      for (int j = 0; j < 4; ++j) {
-        q[0][j] = d[j] + 0.5f * (d[4 + j] + d[8 + j]);
-        q[1][j] = 0.5f * (d[4 + j] - d[8 + j]);
-        q[2][j] = 0.5f * (d[4 + j] + d[8 + j]) + d[12 + j];
-      }
-      float* g = dst + b * 9;
-      for (int i = 0; i < 3; ++i) {
-        g[3 * i] = q[i][0] + 0.5f * (q[i][1] + q[i][2]);
-        g[3 * i + 1] = 0.5f * (q[i][1] - q[i][2]);
-        g[3 * i + 2] = 0.5f * (q[i][1] + q[i][2]) + q[i][3];
+  constexpr int64_t kBlock = 256;  // read position by position, as weight_transform writes
+  at::parallel_for(0, (es + kBlock - 1) / kBlock, 1, [&](int64_t blk0, int64_t blk1) {
+    std::vector<float> block(T * T * kBlock);
+    for (int64_t blk = blk0; blk < blk1; ++blk) {
+      const int64_t b0 = blk * kBlock, count = std::min(kBlock, es - b0);
+      for (int e = 0; e < T * T; ++e) std::memcpy(&block[e * kBlock], src + e * es + b0, count * sizeof(float));
+      for (int64_t o = 0; o < count; ++o) {
+        const int64_t b = b0 + o;
+        float q[3][T];  // G^T dU
+        for (int i = 0; i < 3; ++i) {
+          for (int j = 0; j < T; ++j) {
+            float sum = 0.f;
+            for (int e = 0; e < T; ++e) sum += W::G[e][i] * block[(e * T + j) * kBlock + o];
+            q[i][j] = sum;
+          }
+        }
+        float* g = dst + b * 9;
+        for (int i = 0; i < 3; ++i) {
+          for (int j = 0; j < 3; ++j) {
+            float sum = 0.f;
+            for (int e = 0; e < T; ++e) sum += q[i][e] * W::G[e][j];
+            g[3 * i + j] = sum;
+          }
+        }
       }
     }
   });
@@ -321,56 +426,62 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool 
   }
 }
 
-// The convolution of every x in xs with the transformed weights u ([16, K, C]), no autograd.
+// The convolution of every x in xs with the transformed weights u ([t^2, K, C]), no autograd.
+template <int M>
 std::vector<at::Tensor> convolve(at::TensorList xs_in, const at::Tensor& u, const float* bias, int64_t dilation) {
+  constexpr int TT = Transform<M>::t * Transform<M>::t;
   const int64_t K = u.size(1), C = u.size(2);
   std::vector<at::Tensor> xs, ys;
   for (const at::Tensor& x : xs_in) {
     xs.push_back(x.contiguous());
     ys.push_back(at::empty({x.size(0), K, x.size(2), x.size(3)}, u.options()));
   }
-  const std::vector<Tiling> tilings = tilings_of(xs, dilation);
+  const std::vector<Tiling> tilings = tilings_of(xs, dilation, M);
   const std::vector<Chunk> chunks = chunks_of(tilings);
   const int64_t most = widest(chunks);
-  float* v = scratch(0, 16 * C * most);
-  float* m = scratch(1, 16 * K * most);
+  float* v = scratch(0, TT * C * most);
+  float* m = scratch(1, TT * K * most);
   for (const Chunk& chunk : chunks) {
     const int64_t width = chunk.tiles;
     for_each_plane(chunk, C, [&](const Segment& s, int64_t c, std::vector<float>& scratch) {
-      input_transform(xs[tilings[s.tiling].input].data_ptr<float>(), tilings[s.tiling], s, c, C, v, width, scratch);
+      input_transform<M>(xs[tilings[s.tiling].input].data_ptr<float>(), tilings[s.tiling], s, c, C, v, width,
+                         scratch);
     });
-    for (int64_t e = 0; e < 16; ++e)
+    for (int64_t e = 0; e < TT; ++e)
       gemm(K, width, C, u.data_ptr<float>() + e * K * C, v + e * C * width, false, 0.f, m + e * K * width);
     for_each_plane(chunk, K, [&](const Segment& s, int64_t k, std::vector<float>& scratch) {
-      output_transform(m, K, width, tilings[s.tiling], s, k, bias, ys[tilings[s.tiling].input].data_ptr<float>(),
-                       scratch);
+      output_transform<M>(m, K, width, tilings[s.tiling], s, k, bias, ys[tilings[s.tiling].input].data_ptr<float>(),
+                          scratch);
     });
   }
   return ys;
 }
 
 // dU[e] = sum over tiles of Z[e] V[e]^T: the weight gradient in the transformed domain, [16, K, C].
+template <int M>
 at::Tensor transformed_weight_grad(at::TensorList xs_in, at::TensorList dys_in, int64_t K, int64_t C,
                                    int64_t dilation) {
   std::vector<at::Tensor> xs, dys;
   for (const at::Tensor& x : xs_in) xs.push_back(x.contiguous());
   for (const at::Tensor& dy : dys_in) dys.push_back(dy.contiguous());
-  const std::vector<Tiling> tilings = tilings_of(xs, dilation);
+  constexpr int TT = Transform<M>::t * Transform<M>::t;
+  const std::vector<Tiling> tilings = tilings_of(xs, dilation, M);
   const std::vector<Chunk> chunks = chunks_of(tilings);
   const int64_t most = widest(chunks);
-  float* v = scratch(0, 16 * C * most);
-  float* z = scratch(1, 16 * K * most);
-  at::Tensor du = at::zeros({16, K, C}, at::TensorOptions().dtype(at::kFloat));
+  float* v = scratch(0, TT * C * most);
+  float* z = scratch(1, TT * K * most);
+  at::Tensor du = at::zeros({TT, K, C}, at::TensorOptions().dtype(at::kFloat));
   for (const Chunk& chunk : chunks) {
     const int64_t width = chunk.tiles;
     for_each_plane(chunk, C, [&](const Segment& s, int64_t c, std::vector<float>& scratch) {
-      input_transform(xs[tilings[s.tiling].input].data_ptr<float>(), tilings[s.tiling], s, c, C, v, width, scratch);
+      input_transform<M>(xs[tilings[s.tiling].input].data_ptr<float>(), tilings[s.tiling], s, c, C, v, width,
+                         scratch);
     });
     for_each_plane(chunk, K, [&](const Segment& s, int64_t k, std::vector<float>& scratch) {
-      grad_output_transform(dys[tilings[s.tiling].input].data_ptr<float>(), tilings[s.tiling], s, k, K, z, width,
-                            scratch);
+      grad_output_transform<M>(dys[tilings[s.tiling].input].data_ptr<float>(), tilings[s.tiling], s, k, K, z, width,
+                               scratch);
     });
-    for (int64_t e = 0; e < 16; ++e)
+    for (int64_t e = 0; e < TT; ++e)
       gemm(K, C, width, z + e * K * width, v + e * C * width, true, 1.f, du.data_ptr<float>() + e * K * C);
   }
   return du;
@@ -394,18 +505,38 @@ void check_inputs(at::TensorList xs, const at::Tensor& weight, const c10::option
   }
 }
 
+// Forward and backward with F(M x M, 3 x 3).
+template <int M>
+struct Winograd {
+  static std::vector<at::Tensor> forward(at::TensorList xs, const at::Tensor& weight, const float* bias,
+                                         int64_t dilation) {
+    return convolve<M>(xs, weight_transform<M>(weight.contiguous()), bias, dilation);
+  }
+  // dx = conv(dy, kernel rotated 180 degrees with in/out channels swapped), same padding and dilation.
+  static std::vector<at::Tensor> input_grads(at::TensorList dys, const at::Tensor& weight, int64_t dilation) {
+    const at::Tensor rotated = weight.flip({2, 3}).transpose(0, 1).contiguous();
+    return convolve<M>(dys, weight_transform<M>(rotated), nullptr, dilation);
+  }
+  static at::Tensor weight_grad(at::TensorList xs, at::TensorList dys, int64_t K, int64_t C, int64_t dilation) {
+    return weight_grad_transform<M>(transformed_weight_grad<M>(xs, dys, K, C, dilation));
+  }
+};
+
 class WinogradConv3x3Function : public torch::autograd::Function<WinogradConv3x3Function> {
  public:
   static variable_list forward(AutogradContext* ctx, at::TensorList xs, const at::Tensor& weight,
-                               const c10::optional<at::Tensor>& bias, int64_t dilation) {
+                               const c10::optional<at::Tensor>& bias, int64_t dilation, int64_t tile) {
     const bool has_bias = bias.has_value() && bias->defined();
     std::vector<at::Tensor> saved(xs.begin(), xs.end());
     saved.push_back(weight);
     ctx->save_for_backward(saved);
     ctx->saved_data["has_bias"] = has_bias;
     ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["tile"] = tile;
     const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
-    return convolve(xs, weight_transform(weight.contiguous()), has_bias ? b.data_ptr<float>() : nullptr, dilation);
+    const float* b_data = has_bias ? b.data_ptr<float>() : nullptr;
+    return tile == 4 ? Winograd<4>::forward(xs, weight, b_data, dilation)
+                     : Winograd<2>::forward(xs, weight, b_data, dilation);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -414,24 +545,26 @@ class WinogradConv3x3Function : public torch::autograd::Function<WinogradConv3x3
     xs.pop_back();
     const size_t levels = xs.size();
     const int64_t K = w.size(0), C = w.size(1), dilation = ctx->saved_data["dilation"].toInt();
+    const bool f4 = ctx->saved_data["tile"].toInt() == 4;
     std::vector<at::Tensor> dys(levels);
     for (size_t l = 0; l < levels; ++l) {
       dys[l] = grads[l].defined() ? grads[l].contiguous()
                                   : at::zeros({xs[l].size(0), K, xs[l].size(2), xs[l].size(3)}, w.options());
     }
-    variable_list out(levels + 3);  // xs..., weight, bias, dilation
+    variable_list out(levels + 4);  // xs..., weight, bias, dilation, tile
     bool any_input_grad = false;
     for (size_t l = 0; l < levels; ++l) any_input_grad = any_input_grad || ctx->needs_input_grad(l);
     if (any_input_grad) {
-      // dx = conv(dy, kernel rotated 180 degrees with in/out channels swapped), same padding and dilation.
-      const at::Tensor rotated = w.flip({2, 3}).transpose(0, 1).contiguous();
-      std::vector<at::Tensor> dxs = convolve(dys, weight_transform(rotated), nullptr, dilation);
+      std::vector<at::Tensor> dxs =
+          f4 ? Winograd<4>::input_grads(dys, w, dilation) : Winograd<2>::input_grads(dys, w, dilation);
       for (size_t l = 0; l < levels; ++l) {
         if (ctx->needs_input_grad(l)) out[l] = dxs[l];
       }
     }
-    if (ctx->needs_input_grad(levels))
-      out[levels] = weight_grad_transform(transformed_weight_grad(xs, dys, K, C, dilation));
+    if (ctx->needs_input_grad(levels)) {
+      out[levels] =
+          f4 ? Winograd<4>::weight_grad(xs, dys, K, C, dilation) : Winograd<2>::weight_grad(xs, dys, K, C, dilation);
+    }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(levels + 1)) {
       at::Tensor db = at::zeros({K}, w.options());
       for (const at::Tensor& dy : dys) db += dy.sum({0, 2, 3});
@@ -448,14 +581,15 @@ bool all_equal(at::IntArrayRef values, int64_t v) {
 }  // namespace
 
 std::vector<at::Tensor> winograd_conv3x3(at::TensorList xs, const at::Tensor& weight,
-                                         const c10::optional<at::Tensor>& bias, int64_t dilation) {
+                                         const c10::optional<at::Tensor>& bias, int64_t dilation, int64_t tile) {
   check_inputs(xs, weight, bias, dilation);
-  return WinogradConv3x3Function::apply(xs, weight, bias, dilation);
+  TORCH_CHECK(tile == 2 || tile == 4, "winograd_conv3x3: output tile must be 2 or 4, got ", tile);
+  return WinogradConv3x3Function::apply(xs, weight, bias, dilation, tile);
 }
 
 at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-                            int64_t dilation) {
-  return winograd_conv3x3(at::TensorList(x), weight, bias, dilation)[0];
+                            int64_t dilation, int64_t tile) {
+  return winograd_conv3x3(at::TensorList(x), weight, bias, dilation, tile)[0];
 }
 
 bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,

@@ -1,5 +1,5 @@
-// Implements: 3x3 convolution (stride 1, padding 1) by Winograd's minimal filtering F(2x2, 3x3), on
-// CPU float tensors, differentiable with respect to inputs, weight and bias.
+// Implements: 3x3 convolution (stride 1, padding = dilation) by Winograd's minimal filtering
+// F(2x2, 3x3) or F(4x4, 3x3), on CPU float tensors, differentiable w.r.t. inputs, weight and bias.
 //
 // Why: on this class of CPU (AVX2, no NNPACK, oneDNN without its AVX-512 Winograd) every direct
 // convolution already runs near the FMA peak, so the only way to make the 3x3 convs of detection
@@ -23,10 +23,15 @@ namespace detseg {
 // levels). xs: [N_l, C, H_l, W_l] float CPU; weight [K, C, 3, 3]; bias [K] or none. A dilated conv
 // runs as d x d undilated ones on the sub-grids of pixels d apart (DeepLab's atrous backbones).
 // Gradients flow to xs, weight, bias.
+// tile: the output tile, 2 for F(2x2, 3x3) (16 multiplies per 4 outputs, relative error ~1e-6; the
+// default, and what conv2d_fast runs) or 4 for F(4x4, 3x3) (36 per 16, ~1e-5). On RetinaNet's P3
+// conv (256 channels, 40x40, batch 2) F(4x4) cut the GEMM time by 30 % but its larger transforms
+// took most of that back: forward 1.2x slower, forward + backward 0.9x of F(2x2).
 std::vector<at::Tensor> winograd_conv3x3(at::TensorList xs, const at::Tensor& weight,
-                                         const c10::optional<at::Tensor>& bias, int64_t dilation = 1);
+                                         const c10::optional<at::Tensor>& bias, int64_t dilation = 1,
+                                         int64_t tile = 2);
 at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-                            int64_t dilation = 1);
+                            int64_t dilation = 1, int64_t tile = 2);
 
 // Whether conv2d(x, weight, ..., stride, padding, dilation, groups) should run as winograd_conv3x3:
 // a 3x3 kernel with stride 1, padding 1, dilation 1, one group, at least 128 input and output

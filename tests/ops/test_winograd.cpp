@@ -1,6 +1,6 @@
-// Implements: tests of the Winograd F(2x2, 3x3) convolution: a hand-worked value, forward and all
-// three gradients against at::conv2d (even, odd and tiny maps, several inputs in one call), frozen
-// inputs, and when conv2d_fast takes the Winograd path.
+// Implements: tests of the Winograd F(2x2, 3x3) and F(4x4, 3x3) convolutions: a hand-worked value,
+// forward and all three gradients against at::conv2d (even, odd and tiny maps, dilations, several
+// inputs in one call), frozen inputs, and when conv2d_fast takes the Winograd path.
 #include <torch/csrc/autograd/autograd.h>
 
 #include <array>
@@ -31,40 +31,42 @@ TEST(WinogradConv, HandWorkedSumsOfNeighbours) {
 TEST(WinogradConv, ForwardAndGradientsMatchDirectConvolution) {
   at::manual_seed(3);
   // Even, odd and 1x1 maps; channels in != out.
-  for (auto hw : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {7, 5}, {1, 1}, {2, 3}, {13, 10}}) {
-    const at::Tensor x = at::randn({2, 16, hw.first, hw.second}).requires_grad_(true);
-    const at::Tensor w = (0.1 * at::randn({24, 16, 3, 3})).requires_grad_(true);
-    const at::Tensor b = at::randn({24}).requires_grad_(true);
-    const at::Tensor ours = winograd_conv3x3(x, w, b);
-    const at::Tensor want = at::conv2d(x, w, b, 1, 1);
-    ASSERT_EQ(ours.sizes(), want.sizes());
-    EXPECT_LT(relative_error(ours, want), 1e-5) << hw.first << "x" << hw.second;
+  for (int64_t tile : {2, 4})
+    for (auto hw : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {7, 5}, {1, 1}, {2, 3}, {13, 10}, {6, 9}}) {
+      const at::Tensor x = at::randn({2, 16, hw.first, hw.second}).requires_grad_(true);
+      const at::Tensor w = (0.1 * at::randn({24, 16, 3, 3})).requires_grad_(true);
+      const at::Tensor b = at::randn({24}).requires_grad_(true);
+      const at::Tensor ours = winograd_conv3x3(x, w, b, 1, tile);
+      const at::Tensor want = at::conv2d(x, w, b, 1, 1);
+      ASSERT_EQ(ours.sizes(), want.sizes());
+      EXPECT_LT(relative_error(ours, want), 1e-5) << "F(" << tile << ") " << hw.first << "x" << hw.second;
 
-    const at::Tensor r = at::randn(want.sizes());
-    const auto g_ours = torch::autograd::grad({(ours * r).sum()}, {x, w, b});
-    const auto g_want = torch::autograd::grad({(want * r).sum()}, {x, w, b});
-    EXPECT_LT(relative_error(g_ours[0], g_want[0]), 1e-5) << "dx " << hw.first << "x" << hw.second;
-    EXPECT_LT(relative_error(g_ours[1], g_want[1]), 1e-5) << "dw " << hw.first << "x" << hw.second;
-    EXPECT_LT(relative_error(g_ours[2], g_want[2]), 1e-5) << "db " << hw.first << "x" << hw.second;
-  }
+      const at::Tensor r = at::randn(want.sizes());
+      const auto g_ours = torch::autograd::grad({(ours * r).sum()}, {x, w, b});
+      const auto g_want = torch::autograd::grad({(want * r).sum()}, {x, w, b});
+      for (int i = 0; i < 3; ++i)
+        EXPECT_LT(relative_error(g_ours[i], g_want[i]), 1e-5) << "F(" << tile << ") grad " << i << " " << hw.first;
+    }
 }
 
 TEST(WinogradConv, DilatedConvolutionAndGradientsMatchDirectConvolution) {
   at::manual_seed(6);
   // (dilation, H, W): sub-grids of equal and unequal sizes, and a dilation beyond the map.
-  for (auto [d, h, w] : std::vector<std::array<int64_t, 3>>{{2, 9, 8}, {3, 7, 13}, {4, 16, 16}, {5, 3, 4}}) {
-    const at::Tensor x = at::randn({2, 16, h, w}).requires_grad_(true);
-    const at::Tensor wt = (0.1 * at::randn({8, 16, 3, 3})).requires_grad_(true);
-    const at::Tensor b = at::randn({8}).requires_grad_(true);
-    const at::Tensor ours = winograd_conv3x3(x, wt, b, d);
-    const at::Tensor want = at::conv2d(x, wt, b, 1, d, d);
-    ASSERT_EQ(ours.sizes(), want.sizes());
-    EXPECT_LT(relative_error(ours, want), 1e-5) << "d " << d;
-    const at::Tensor r = at::randn(want.sizes());
-    const auto g_ours = torch::autograd::grad({(ours * r).sum()}, {x, wt, b});
-    const auto g_want = torch::autograd::grad({(want * r).sum()}, {x, wt, b});
-    for (int i = 0; i < 3; ++i) EXPECT_LT(relative_error(g_ours[i], g_want[i]), 1e-5) << "d " << d << " grad " << i;
-  }
+  for (int64_t tile : {2, 4})
+    for (auto [d, h, w] : std::vector<std::array<int64_t, 3>>{{2, 9, 8}, {3, 7, 13}, {4, 16, 16}, {5, 3, 4}}) {
+      const at::Tensor x = at::randn({2, 16, h, w}).requires_grad_(true);
+      const at::Tensor wt = (0.1 * at::randn({8, 16, 3, 3})).requires_grad_(true);
+      const at::Tensor b = at::randn({8}).requires_grad_(true);
+      const at::Tensor ours = winograd_conv3x3(x, wt, b, d, tile);
+      const at::Tensor want = at::conv2d(x, wt, b, 1, d, d);
+      ASSERT_EQ(ours.sizes(), want.sizes());
+      EXPECT_LT(relative_error(ours, want), 1e-5) << "F(" << tile << ") d " << d;
+      const at::Tensor r = at::randn(want.sizes());
+      const auto g_ours = torch::autograd::grad({(ours * r).sum()}, {x, wt, b});
+      const auto g_want = torch::autograd::grad({(want * r).sum()}, {x, wt, b});
+      for (int i = 0; i < 3; ++i)
+        EXPECT_LT(relative_error(g_ours[i], g_want[i]), 1e-5) << "F(" << tile << ") d " << d << " grad " << i;
+    }
 }
 
 TEST(WinogradConv, CentreTapStandsInForADilationBeyondTheMap) {
@@ -142,4 +144,5 @@ TEST(WinogradConv, RejectsWrongShapes) {
   EXPECT_THROW(winograd_conv3x3(at::randn({1, 8, 4, 4}), at::randn({4, 16, 3, 3}), c10::nullopt), c10::Error);
   EXPECT_THROW(winograd_conv3x3(at::randn({1, 16, 4, 4}), at::randn({4, 16, 5, 5}), c10::nullopt), c10::Error);
   EXPECT_THROW(winograd_conv3x3(at::randn({1, 16, 4, 4}), at::randn({4, 16, 3, 3}), at::randn({5})), c10::Error);
+  EXPECT_THROW(winograd_conv3x3(at::randn({1, 16, 4, 4}), at::randn({4, 16, 3, 3}), c10::nullopt, 1, 3), c10::Error);
 }
