@@ -27,7 +27,7 @@ double median(std::vector<double> v) {
 struct Case {
   const char* name;
   int64_t n, c, k, h, w, dilation = 1;
-  bool through_conv2d_fast = false;  // time detseg::conv2d_fast (its centre-tap rule) instead
+  bool through_conv2d_fast = false;  // time detseg::conv2d_fast (its centre-tap and sparse-tap rules) instead
 };
 
 }  // namespace
@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
       {"deeplab os8 layer3 3x3 rate 2, 32x32 (b 2)", 2, 256, 256, 32, 32, 2},
       {"deeplab os8 layer4 3x3 rate 4, 32x32 (b 2)", 2, 512, 512, 32, 32, 4},
       {"aspp rate 36 on 32x32 (batch 2): centre tap", 2, 2048, 256, 32, 32, 36, true},
+      {"aspp rate 24 on 32x32 (batch 2): sparse taps", 2, 2048, 256, 32, 32, 24, true},
+      {"aspp rate 12 on 32x32 (batch 2): sparse taps", 2, 2048, 256, 32, 32, 12, true},
   };
   std::printf("bench_conv: threads %d, pairs %d, F(%dx%d, 3x3); median wall seconds per call, median ratio winograd / direct\n",
               threads, iters, static_cast<int>(tile), static_cast<int>(tile));

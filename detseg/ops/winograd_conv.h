@@ -47,8 +47,25 @@ bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArra
 bool centre_tap_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
                         at::IntArrayRef padding, at::IntArrayRef dilation);
 
-// at::conv2d, through winograd_conv3x3 where winograd_applies, or as the centre tap alone where
-// centre_tap_applies (exact, 1/9 of the work, gradients only to the centre tap as they should be).
+// The share of a dilated 3x3 conv's tap-pixel products that read inside the map rather than its
+// zero padding (padding = dilation): 1 for a small rate, 1/9 once the rate reaches the map's size.
+double valid_tap_fraction(const at::Tensor& x, at::IntArrayRef dilation);
+
+// Whether a dilated 3x3 stride-1 conv (padding = dilation, one group) reads padding for at least 40 %
+// of its products (ASPP's rates 12 and 24 on 32x32 maps: 44 % and 75 %), so that conv2d_sparse_taps
+// pays.
+bool sparse_taps_apply(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+                       at::IntArrayRef dilation, int64_t groups);
+
+// That conv as nine 1x1 convs, each over only the output pixels whose tap lands inside the map, added
+// into place: the same sums (up to rounding order) without the products with padding, which
+// oneDNN's direct kernel computes. Differentiable.
+at::Tensor conv2d_sparse_taps(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                              at::IntArrayRef dilation);
+
+// at::conv2d, through winograd_conv3x3 where winograd_applies, as the centre tap alone where
+// centre_tap_applies (exact, 1/9 of the work, gradients only to the centre tap as they should be),
+// or through conv2d_sparse_taps where sparse_taps_apply.
 at::Tensor conv2d_fast(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
 

@@ -86,6 +86,35 @@ TEST(WinogradConv, CentreTapStandsInForADilationBeyondTheMap) {
   EXPECT_EQ(g_ours[1].slice(2, 0, 1).abs().max().item<float>(), 0.f);
 }
 
+TEST(WinogradConv, SparseTapsSkipThePaddingAndMatchDirectConvolution) {
+  // 32 x 32 with rate 24: each axis reads (32 + 2 x 8) / 96 = 1/2 inside, so 1/4 of the products;
+  // rate 12: (32 + 2 x 20) / 96 = 3/4 per axis, 9/16 in all; rate 4: 0.84, left to oneDNN.
+  const at::Tensor big = at::zeros({1, 1, 32, 32});
+  EXPECT_DOUBLE_EQ(valid_tap_fraction(big, {24, 24}), 0.25);
+  EXPECT_DOUBLE_EQ(valid_tap_fraction(big, {12, 12}), 0.5625);
+  const at::Tensor w33 = at::zeros({1, 1, 3, 3});
+  EXPECT_TRUE(sparse_taps_apply(big, w33, {1, 1}, {24, 24}, {24, 24}, 1));
+  EXPECT_TRUE(sparse_taps_apply(big, w33, {1, 1}, {12, 12}, {12, 12}, 1));
+  EXPECT_FALSE(sparse_taps_apply(big, w33, {1, 1}, {4, 4}, {4, 4}, 1));
+  EXPECT_FALSE(sparse_taps_apply(big, w33, {2, 2}, {24, 24}, {24, 24}, 1));  // strided
+  at::manual_seed(8);
+  // (dilation y, x) on a 10 x 9 map: equal and unequal rates, one past the width.
+  for (auto [dy, dx] : std::vector<std::pair<int64_t, int64_t>>{{6, 6}, {5, 7}, {8, 10}}) {
+    const at::Tensor x = at::randn({2, 8, 10, 9}).requires_grad_(true);
+    const at::Tensor w = at::randn({4, 8, 3, 3}).requires_grad_(true);
+    const at::Tensor b = at::randn({4}).requires_grad_(true);
+    ASSERT_TRUE(sparse_taps_apply(x, w, {1, 1}, {dy, dx}, {dy, dx}, 1)) << dy << "," << dx;
+    const at::Tensor ours = conv2d_fast(x, w, b, {1, 1}, {dy, dx}, {dy, dx}, 1);
+    const at::Tensor want = at::conv2d(x, w, b, 1, at::IntArrayRef({dy, dx}), at::IntArrayRef({dy, dx}));
+    ASSERT_EQ(ours.sizes(), want.sizes());
+    EXPECT_LT(relative_error(ours, want), 1e-6) << dy << "," << dx;
+    const at::Tensor r = at::randn(want.sizes());
+    const auto g_ours = torch::autograd::grad({(ours * r).sum()}, {x, w, b});
+    const auto g_want = torch::autograd::grad({(want * r).sum()}, {x, w, b});
+    for (int i = 0; i < 3; ++i) EXPECT_LT(relative_error(g_ours[i], g_want[i]), 1e-6) << dy << "," << dx << " grad " << i;
+  }
+}
+
 TEST(WinogradConv, SeveralInputsShareOneCallAndGetTheirOwnGradients) {
   at::manual_seed(4);
   const at::Tensor w = (0.1 * at::randn({32, 16, 3, 3})).requires_grad_(true);
