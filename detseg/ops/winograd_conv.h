@@ -38,7 +38,9 @@ at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const
 // channels and 256 output tiles (2x2 each, over the batch), on a strided CPU float x, and not
 // switched off with DETSEG_WINOGRAD=0. Thinner or smaller GEMMs lose to oneDNN's direct kernel
 // (bench/bench_conv: ResNet's 64-channel 3x3 at 80x80 and its 512-channel 3x3 at 10x10, batch 2,
-// are 1.5-2x slower; the RetinaNet head, FPN, mask head and DeepLab decoder convs 0.6-0.85x).
+// are 1.5-2x slower, 256 channels at 20x20 even; the RetinaNet head, FPN, mask head and DeepLab
+// decoder convs 0.6-0.85x). Near the bound it is a wash or a small loss: the README demo
+// (ResNet-18 layer3 at 16x16, batch 4: 256 tiles) trained ~5 % slower than without Winograd.
 bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                       at::IntArrayRef dilation, int64_t groups);
 

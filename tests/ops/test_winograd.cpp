@@ -32,7 +32,7 @@ TEST(WinogradConv, ForwardAndGradientsMatchDirectConvolution) {
   at::manual_seed(3);
   // Even, odd and 1x1 maps; channels in != out.
   for (int64_t tile : {2, 4})
-    for (auto hw : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {7, 5}, {1, 1}, {2, 3}, {13, 10}, {6, 9}}) {
+    for (auto hw : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {7, 5}, {1, 1}, {2, 3}, {13, 10}, {6, 9}, {48, 45}}) {  // 48 x 45: several chunks
       const at::Tensor x = at::randn({2, 16, hw.first, hw.second}).requires_grad_(true);
       const at::Tensor w = (0.1 * at::randn({24, 16, 3, 3})).requires_grad_(true);
       const at::Tensor b = at::randn({24}).requires_grad_(true);
@@ -118,10 +118,11 @@ TEST(WinogradConv, SparseTapsSkipThePaddingAndMatchDirectConvolution) {
 TEST(WinogradConv, SeveralInputsShareOneCallAndGetTheirOwnGradients) {
   at::manual_seed(4);
   const at::Tensor w = (0.1 * at::randn({32, 16, 3, 3})).requires_grad_(true);
-  std::vector<at::Tensor> xs = {at::randn({2, 16, 10, 10}), at::randn({2, 16, 5, 5}), at::randn({2, 16, 3, 3})};
+  std::vector<at::Tensor> xs = {at::randn({2, 16, 10, 10}), at::randn({2, 16, 5, 5}), at::randn({2, 16, 3, 3}),
+                               at::randn({4, 16, 24, 24}), at::randn({4, 16, 12, 11})};  // the last two: several chunks
   for (auto& x : xs) x.requires_grad_(true);
   const auto ys = winograd_conv3x3(xs, w, c10::nullopt);  // no bias
-  ASSERT_EQ(ys.size(), 3u);
+  ASSERT_EQ(ys.size(), xs.size());
   at::Tensor loss_ours = at::zeros({}), loss_want = at::zeros({});
   for (size_t l = 0; l < xs.size(); ++l) {
     const at::Tensor want = at::conv2d(xs[l], w, {}, 1, 1);
