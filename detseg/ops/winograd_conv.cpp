@@ -201,6 +201,29 @@ float* scratch(int slot, int64_t floats) {
   return buffers[slot].data();
 }
 
+// One strip of tiles through a separable 1-D transform (In -> t values): down each of the wp columns
+// of the In rows at `strip` into q (t rows of wp), then along q's rows, tile tx reading In values
+// from column M tx; position (a, b) of tile tx goes to out[(a t + b) * es + tx].
+template <int M, int In, typename Kernel>
+void transform_strip(const float* strip, int64_t wp, int64_t tiles, float* q, float* out, int64_t es, Kernel kernel) {
+  constexpr int T = Transform<M>::t;
+  for (int64_t j = 0; j < wp; ++j) {
+    float d[In], col[T];
+    for (int i = 0; i < In; ++i) d[i] = strip[i * wp + j];
+    kernel(d, col);
+    for (int a = 0; a < T; ++a) q[a * wp + j] = col[a];
+  }
+  for (int a = 0; a < T; ++a) {
+    const float* qa = q + a * wp;
+    float* o = out + (a * T) * es;
+    for (int64_t tx = 0; tx < tiles; ++tx) {
+      float row[T];
+      kernel(qa + M * tx, row);
+      for (int b = 0; b < T; ++b) o[b * es + tx] = row[b];
+    }
+  }
+}
+
 // Channel c of segment s: v[e][c][q0 + (ty - ty0) * tw + tx] = (B^T d B)[e], d the t x t tile of
 // x (image s.n) that starts one row and column before output tile (ty, tx), zero outside x. v has
 // t^2 x C x width floats.
@@ -221,22 +244,8 @@ void input_transform(const float* x, const Tiling& t, const Segment& s, int64_t 
   }
   float* out = v + c * width + s.q0;
   for (int64_t ty = 0; ty < s.ty1 - s.ty0; ++ty) {
-    const float* strip = &pad[M * ty * wp];
-    for (int64_t j = 0; j < wp; ++j) {  // B^T down the columns
-      float d[T], col[T];
-      for (int i = 0; i < T; ++i) d[i] = strip[i * wp + j];
-      Kernels1d<M>::input(d, col);
-      for (int a = 0; a < T; ++a) q[a * wp + j] = col[a];
-    }
-    for (int a = 0; a < T; ++a) {  // ... and B along the rows
-      const float* qa = q + a * wp;
-      float* o = out + (a * T) * es + ty * t.tw;
-      for (int64_t tx = 0; tx < t.tw; ++tx) {
-        float row[T];
-        Kernels1d<M>::input(qa + M * tx, row);
-        for (int b = 0; b < T; ++b) o[b * es + tx] = row[b];
-      }
-    }
+    transform_strip<M, T>(&pad[M * ty * wp], wp, t.tw, q, out + ty * t.tw, es,
+                          [](const float* d, float* v) { Kernels1d<M>::input(d, v); });
   }
 }
 
@@ -292,22 +301,8 @@ void grad_output_transform(const float* dy, const Tiling& t, const Segment& s, i
   }
   float* out = z + k * width + s.q0;
   for (int64_t ty = 0; ty < s.ty1 - s.ty0; ++ty) {
-    const float* strip = &pad[M * ty * wp];
-    for (int64_t j = 0; j < wp; ++j) {  // A down the columns
-      float d[M], col[T];
-      for (int a = 0; a < M; ++a) d[a] = strip[a * wp + j];
-      Kernels1d<M>::grad_output(d, col);
-      for (int i = 0; i < T; ++i) q[i * wp + j] = col[i];
-    }
-    for (int i = 0; i < T; ++i) {  // ... and A^T along the rows
-      const float* qi = q + i * wp;
-      float* o = out + (i * T) * es + ty * t.tw;
-      for (int64_t tx = 0; tx < t.tw; ++tx) {
-        float row[T];
-        Kernels1d<M>::grad_output(qi + M * tx, row);
-        for (int j = 0; j < T; ++j) o[j * es + tx] = row[j];
-      }
-    }
+    transform_strip<M, M>(&pad[M * ty * wp], wp, t.tw, q, out + ty * t.tw, es,
+                          [](const float* d, float* z) { Kernels1d<M>::grad_output(d, z); });
   }
 }
 
