@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/bench_timing.h"
+#include "detseg/core/threads.h"
 #include "detseg/ops/winograd_conv.h"
 
 namespace {
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 9;
   const int64_t tile = argc > 3 ? std::atoi(argv[3]) : 2;
-  at::set_num_threads(threads);
+  detseg::set_threads(threads);
   at::manual_seed(0);
   const std::vector<Case> cases = {
       {"retinanet head conv, P3 of 320 (batch 2)", 2, 256, 256, 40, 40},

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_timing.h"
+#include "detseg/core/threads.h"
 #include "detseg/config/config.h"
 #include "detseg/losses/detection_loss.h"
 #include "detseg/models/build.h"
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
       iters = std::atoi(argv[i]);
     }
   }
-  at::set_num_threads(threads);
+  detseg::set_threads(threads);
   at::manual_seed(0);
   // libgomp reads OMP_WAIT_POLICY at load time; the peer inherits this environment, so both run
   // with the same policy (`detseg` itself gives its engine passive; see docs/cli.md).

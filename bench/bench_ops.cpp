@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "detseg/core/threads.h"
 #include "detseg/ops/nms.h"
 #include "detseg/ops/roi_align.h"
 
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_dir = argv[1];
-  at::set_num_threads(argc > 2 ? std::stoi(argv[2]) : 2);
+  detseg::set_threads(argc > 2 ? std::stoi(argv[2]) : 2);
   nlohmann::json tv;
   std::ifstream(g_dir + "/torchvision.json") >> tv;
   std::printf("threads: detseg %d, torchvision %d\n", at::get_num_threads(), tv["threads"].get<int>());

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "bench/bench_timing.h"
+#include "detseg/core/threads.h"
 #include "detseg/config/config.h"
 #include "detseg/models/build.h"
 
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
     else if (positional++ == 0) threads = std::atoi(argv[i]);
     else iters = std::atoi(argv[i]);
   }
-  at::set_num_threads(threads);
+  detseg::set_threads(threads);
   at::manual_seed(0);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("bench_seg: threads %d, iters %d, OMP_WAIT_POLICY=%s\n", threads, iters,

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_timing.h"
+#include "detseg/core/threads.h"
 #include "detseg/config/config.h"
 #include "detseg/models/build.h"
 
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
       iters = std::atoi(argv[i]);
     }
   }
-  at::set_num_threads(threads);
+  detseg::set_threads(threads);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("bench_two_stage: threads %d, iters %d, OMP_WAIT_POLICY=%s\n", threads, iters,
               wait_policy ? wait_policy : "(unset)");

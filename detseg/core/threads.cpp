@@ -2,6 +2,8 @@
 
 #include <ATen/Parallel.h>
 
+#include "detseg/core/cpu_allocator.h"
+
 #include <thread>
 
 namespace detseg {
@@ -12,6 +14,7 @@ int hardware_threads() {
 }
 
 int set_threads(int n) {
+  use_huge_page_allocator();
   if (n <= 0) n = hardware_threads();
   at::set_num_threads(n);
   return n;

@@ -10,6 +10,7 @@
 #include "detseg/core/error.h"
 #include "detseg/models/heads/retinanet_head.h"
 #include "detseg/ops/crop_and_resize.h"
+#include "detseg/ops/conv_transpose.h"
 #include "detseg/ops/roi_align.h"
 #include "detseg/structures/boxes.h"
 
@@ -164,7 +165,7 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
     at::Tensor idx = (levels == l + 2).nonzero().squeeze(1);
     if (idx.numel() == 0) continue;
     ro.spatial_scale = 1.0 / static_cast<double>(int64_t{4} << l);
-    out = out.index_put({idx}, roi_align(features[static_cast<size_t>(l)], rois.index_select(0, idx), ro));
+    out.index_copy_(0, idx, roi_align(features[static_cast<size_t>(l)], rois.index_select(0, idx), ro));
   }
   return out;
 }
@@ -201,12 +202,26 @@ at::Tensor FasterRcnnNetworkImpl::mask_features(const std::vector<at::Tensor>& f
   return roi_features(features, rois, options.mask_pool_size());
 }
 
-at::Tensor FasterRcnnNetworkImpl::mask_logits(const at::Tensor& mask_input) {
+at::Tensor FasterRcnnNetworkImpl::mask_upsampled_features(const at::Tensor& mask_input) {
   DETSEG_CHECK(options.masks(), "Faster R-CNN network: built without a mask head");
   at::Tensor x = mask_input;
   for (auto& c : mask_convs) x = c->forward(x);
-  x = at::relu(conv5_mask->forward(x));
-  return mask_fcn_logits->forward(x);
+  at::Tensor up = conv_transpose2x2_stride2(x, conv5_mask->weight, conv5_mask->bias);
+  return at::relu_(up);
+}
+
+at::Tensor FasterRcnnNetworkImpl::mask_logits(const at::Tensor& mask_input) {
+  return mask_fcn_logits->forward(mask_upsampled_features(mask_input));
+}
+
+at::Tensor FasterRcnnNetworkImpl::class_mask_logits(const at::Tensor& mask_input, const at::Tensor& channels) {
+  const at::Tensor x = mask_upsampled_features(mask_input);  // [K, D, S, S]
+  const int64_t k = x.size(0), depth = x.size(1), side = x.size(2);
+  DETSEG_CHECK(channels.dim() == 1 && channels.size(0) == k, "class_mask_logits: expected ", k,
+               " channels, got ", channels.sizes());
+  const at::Tensor w = mask_fcn_logits->weight.view({-1, depth}).index_select(0, channels).unsqueeze(1);  // [K, 1, D]
+  const at::Tensor b = mask_fcn_logits->bias.index_select(0, channels).view({k, 1, 1});
+  return at::baddbmm(b, w, x.reshape({k, depth, side * side})).view({k, side, side});
 }
 
 }  // namespace detseg

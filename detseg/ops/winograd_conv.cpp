@@ -13,13 +13,14 @@
 #include "detseg/ops/winograd_conv.h"
 
 #include <ATen/Parallel.h>
-#include <dlfcn.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
+
+#include "detseg/ops/gemm.h"
 
 namespace detseg {
 
@@ -391,36 +392,6 @@ at::Tensor weight_grad_transform(const at::Tensor& du) {
   return dw;
 }
 
-// oneDNN's row-major sgemm, found at run time in the oneDNN that LibTorch links (Debian's links it
-// as a shared library; builds with a static, hidden oneDNN fall back to at::mm). Preferred over
-// at::mm (OpenBLAS here): it threads on the same OpenMP pool as the convolutions around it, where
-// OpenBLAS's own spinning threads were measured to slow the next oneDNN conv by ~25 %, and it ran
-// these shapes ~10 % faster.
-using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
-                          float, float*, int64_t);
-DnnlSgemm dnnl_sgemm() {
-  static const DnnlSgemm fn = reinterpret_cast<DnnlSgemm>(dlsym(RTLD_DEFAULT, "dnnl_sgemm"));
-  return fn;
-}
-
-// c (m x n) = a (m x k) * b (k x n, or n x k when b_transposed) + beta * c; all row-major, dense.
-void gemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, bool b_transposed, float beta, float* c) {
-  if (DnnlSgemm fn = dnnl_sgemm();
-      fn && fn('N', b_transposed ? 'T' : 'N', m, n, k, 1.f, a, k, b, b_transposed ? k : n, beta, c, n) == 0) {
-    return;
-  }
-  const auto options = at::TensorOptions().dtype(at::kFloat);
-  const at::Tensor ta = at::from_blob(const_cast<float*>(a), {m, k}, options);
-  const at::Tensor tb = b_transposed ? at::from_blob(const_cast<float*>(b), {n, k}, options).t()
-                                     : at::from_blob(const_cast<float*>(b), {k, n}, options);
-  at::Tensor tc = at::from_blob(c, {m, n}, options);
-  if (beta == 0.f) {
-    at::mm_out(tc, ta, tb);
-  } else {
-    tc.addmm_(ta, tb, beta);
-  }
-}
-
 // The convolution of every x in xs with the transformed weights u ([t^2, K, C]), no autograd.
 template <int M>
 std::vector<at::Tensor> convolve(at::TensorList xs_in, const at::Tensor& u, const float* bias, int64_t dilation) {
@@ -443,7 +414,7 @@ std::vector<at::Tensor> convolve(at::TensorList xs_in, const at::Tensor& u, cons
                          scratch);
     });
     for (int64_t e = 0; e < TT; ++e)
-      gemm(K, width, C, u.data_ptr<float>() + e * K * C, v + e * C * width, false, 0.f, m + e * K * width);
+      sgemm(false, false, K, width, C, u.data_ptr<float>() + e * K * C, v + e * C * width, 0.f, m + e * K * width);
     for_each_plane(chunk, K, [&](const Segment& s, int64_t k, std::vector<float>& scratch) {
       output_transform<M>(m, K, width, tilings[s.tiling], s, k, bias, ys[tilings[s.tiling].input].data_ptr<float>(),
                           scratch);
@@ -477,7 +448,7 @@ at::Tensor transformed_weight_grad(at::TensorList xs_in, at::TensorList dys_in, 
                                scratch);
     });
     for (int64_t e = 0; e < TT; ++e)
-      gemm(K, C, width, z + e * K * width, v + e * C * width, true, 1.f, du.data_ptr<float>() + e * K * C);
+      sgemm(false, true, K, C, width, z + e * K * width, v + e * C * width, 1.f, du.data_ptr<float>() + e * K * C);
   }
   return du;
 }
@@ -649,8 +620,6 @@ at::Tensor conv2d_sparse_taps(const at::Tensor& x, const at::Tensor& weight, con
 
 at::Tensor conv2d_fast(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  if (winograd_applies(x, weight, stride, padding, dilation, groups))
-    return winograd_conv3x3(x, weight, bias, dilation[0]);
   if (centre_tap_applies(x, weight, stride, padding, dilation)) {
     const std::array<int64_t, 2> ones = {1, 1}, zeros = {0, 0};
     return at::conv2d(x, weight.slice(2, 1, 2).slice(3, 1, 2), bias, at::IntArrayRef(ones), at::IntArrayRef(zeros),

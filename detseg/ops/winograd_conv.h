@@ -24,7 +24,7 @@ namespace detseg {
 // runs as d x d undilated ones on the sub-grids of pixels d apart (DeepLab's atrous backbones).
 // Gradients flow to xs, weight, bias.
 // tile: the output tile, 2 for F(2x2, 3x3) (16 multiplies per 4 outputs, relative error ~1e-6; the
-// default, and what conv2d_fast runs) or 4 for F(4x4, 3x3) (36 per 16, ~1e-5). On RetinaNet's P3
+// default) or 4 for F(4x4, 3x3) (36 per 16, ~1e-5). On RetinaNet's P3
 // conv (256 channels, 40x40, batch 2) F(4x4) cut the GEMM time by 30 % but its larger transforms
 // took most of that back: forward 1.2x slower, forward + backward 0.9x of F(2x2).
 std::vector<at::Tensor> winograd_conv3x3(at::TensorList xs, const at::Tensor& weight,
@@ -33,14 +33,17 @@ std::vector<at::Tensor> winograd_conv3x3(at::TensorList xs, const at::Tensor& we
 at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                             int64_t dilation = 1, int64_t tile = 2);
 
-// Whether conv2d(x, weight, ..., stride, padding, dilation, groups) should run as winograd_conv3x3:
+// Whether conv2d(x, weight, ..., stride, padding, dilation, groups) may run as winograd_conv3x3:
 // a 3x3 kernel with stride 1, padding 1, dilation 1, one group, at least 128 input and output
 // channels and 256 output tiles (2x2 each, over the batch), on a strided CPU float x, and not
-// switched off with DETSEG_WINOGRAD=0. Thinner or smaller GEMMs lose to oneDNN's direct kernel
-// (bench/bench_conv: ResNet's 64-channel 3x3 at 80x80 and its 512-channel 3x3 at 10x10, batch 2,
-// are 1.5-2x slower, 256 channels at 20x20 even; the RetinaNet head, FPN, mask head and DeepLab
-// decoder convs 0.6-0.85x). Near the bound it is a wash or a small loss: the README demo
-// (ResNet-18 layer3 at 16x16, batch 4: 256 tiles) trained ~5 % slower than without Winograd.
+// switched off with DETSEG_WINOGRAD=0. Only RetinaNet's subnets ask (heads/retinanet_head.cpp): one
+// call covers all five levels there, and that measured faster than oneDNN's per-level direct convs.
+// Single convs no longer take it: once page faults were taken out of the picture (core/
+// cpu_allocator.h) oneDNN's direct kernel won on every single-map shape that matters
+// (bench/bench_conv: RetinaNet P3 head 1.2x / 1.3x slower as Winograd, mask head 1.2x / 1.6x,
+// forward / forward + backward; FPN P2 and DeepLab's decoder a wash). Session 5's figures, which
+// favoured Winograd, had the direct kernel paying for page faults that Winograd's reused scratch
+// did not.
 bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                       at::IntArrayRef dilation, int64_t groups);
 
@@ -65,9 +68,8 @@ bool sparse_taps_apply(const at::Tensor& x, const at::Tensor& weight, at::IntArr
 at::Tensor conv2d_sparse_taps(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                               at::IntArrayRef dilation);
 
-// at::conv2d, through winograd_conv3x3 where winograd_applies, as the centre tap alone where
-// centre_tap_applies (exact, 1/9 of the work, gradients only to the centre tap as they should be),
-// or through conv2d_sparse_taps where sparse_taps_apply.
+// at::conv2d, as the centre tap alone where centre_tap_applies (exact, 1/9 of the work, gradients
+// only to the centre tap as they should be), or through conv2d_sparse_taps where sparse_taps_apply.
 at::Tensor conv2d_fast(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
 

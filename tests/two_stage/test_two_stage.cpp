@@ -77,10 +77,17 @@ TEST(TwoStageParity, MatchesTorchvisionMaskRcnnResNet50Fpn) {
   ASSERT_EQ(cls.sizes(), tv_cls.sizes());
   EXPECT_LT(max_abs_diff(cls, tv_cls), 1e-4);
   EXPECT_LT(max_abs_diff(box.reshape({box.size(0), -1}), tv_box), 1e-4);
-  const at::Tensor masks = net->mask_logits(net->roi_features(features, rois, 14));
+  const at::Tensor mask_input = net->roi_features(features, rois, 14);
+  const at::Tensor masks = net->mask_logits(mask_input);
   const at::Tensor tv_masks = io.at("mask_logits").toTensor();
   ASSERT_EQ(masks.sizes(), tv_masks.sizes());
   EXPECT_LT(max_abs_diff(masks, tv_masks), 1e-4);
+  // One class per RoI (what inference and the mask loss read): torchvision's logits at that class.
+  const at::Tensor channels = at::arange(rois.size(0), at::kLong).remainder(tv_masks.size(1));
+  const at::Tensor picked = net->class_mask_logits(mask_input, channels);
+  const at::Tensor tv_picked = tv_masks.gather(1, channels.view({-1, 1, 1, 1}).expand({-1, 1, 28, 28})).squeeze(1);
+  ASSERT_EQ(picked.sizes(), tv_picked.sizes());
+  EXPECT_LT(max_abs_diff(picked, tv_picked), 1e-4);
   fs::remove_all(dir);
 }
 

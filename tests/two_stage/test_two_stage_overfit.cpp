@@ -62,9 +62,9 @@ detseg::DetectionEvalResult train_and_evaluate(const std::string& name, const st
 TEST(TwoStageOverfit, FasterRcnnOnTwoBccdImagesReachesAp50One) {
   // Image 1's one platelet is ~10 px at 192: anchors start at 8 px so that it gets a close anchor.
   // From 16 px it was found or missed (AP50 1 or 0.66) by float rounding alone: the order of the
-  // sums in a conv (oneDNN direct or Winograd) flipped it. Still close to the line: with
-  // DETSEG_WINOGRAD=0 this run ends at AP50 0.986 (one RBC of 33 missed), with Winograd (the
-  // default) at 1.
+  // sums in a conv (oneDNN direct or Winograd) flipped it. Still close to the line: in session 5,
+  // with ResNet-18's layer2 convs summed in another order, this run ended at AP50 0.986 (one RBC of
+  // 33 missed); as the convs run now (oneDNN's direct kernel) it ends at 1.
   const std::string model =
       "model: {type: faster_rcnn, num_classes: 3, backbone: resnet18, image_size: 192, frozen_batch_norm: false,\n"
       "        trainable_backbone_stages: 3, fpn_channels: 32,\n"

@@ -230,14 +230,10 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   if (box_deltas.size(1) > 1) box_deltas = box_deltas.slice(1, 1);  // drop torchvision's background box
   const int64_t total = batch_size * max_proposals;
   p.class_predictions_with_background =
-      at::zeros({total, logits.size(1)}, logits.options()).index_put({row_index}, logits);
+      at::zeros({total, logits.size(1)}, logits.options()).index_copy_(0, row_index, logits);
   p.refined_box_encodings =
-      at::zeros({total, box_deltas.size(1), 4}, box_deltas.options()).index_put({row_index}, swap_xy(box_deltas));
+      at::zeros({total, box_deltas.size(1), 4}, box_deltas.options()).index_copy_(0, row_index, swap_xy(box_deltas));
   return p;
-}
-
-at::Tensor FasterRcnnImpl::masks_at(const FasterRcnnPredictions& p, const std::vector<at::Tensor>& boxes) {
-  return network->mask_logits(network->mask_features(p.features, boxes_to_rois(boxes)));
 }
 
 ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& batch,
@@ -376,15 +372,17 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
     at::Tensor mask_loss = at::zeros({}, fopts);
     const int64_t num_positives = classes.size(0);
     if (num_positives > 0) {
-      at::Tensor logits;
-      if (p.mask_logits.defined())
-        logits = p.mask_logits.index_select(0, at::cat(pos_rows));
-      else if (is_training() && p.box_classifier_features.defined())
-        logits = network->mask_logits(p.box_classifier_features.index_select(0, at::cat(pos_rows)));
-      else
-        logits = masks_at(p, pos_boxes);
-      const int64_t size = logits.size(2);
-      at::Tensor class_logits = logits.gather(1, classes.view({-1, 1, 1, 1}).expand({-1, 1, size, size})).squeeze(1);
+      at::Tensor class_logits;  // [positives, S, S], each positive's ground-truth class
+      if (p.mask_logits.defined()) {
+        const at::Tensor logits = p.mask_logits.index_select(0, at::cat(pos_rows));
+        const int64_t side = logits.size(2);
+        class_logits = logits.gather(1, classes.view({-1, 1, 1, 1}).expand({-1, 1, side, side})).squeeze(1);
+      } else if (is_training() && p.box_classifier_features.defined()) {
+        class_logits = network->class_mask_logits(p.box_classifier_features.index_select(0, at::cat(pos_rows)), classes);
+      } else {
+        class_logits = network->class_mask_logits(network->mask_features(p.features, boxes_to_rois(pos_boxes)), classes);
+      }
+      const int64_t size = class_logits.size(1);
       mask_loss = elementwise_bce(class_logits, target).sum() / static_cast<double>(num_positives * size * size);
     }
     mask_loss = mask_loss * o.second_stage_mask_loss_weight;
@@ -434,12 +432,12 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
     first_row += n;
     Boxes d = multiclass_nms(boxes, scores, nms, masks);
     if (network->options.masks() && num_stages == 3) {
-      // Three stages: features re-cropped at the final boxes for the mask head.
-      at::Tensor all = d.size() > 0
-                           ? network->mask_logits(network->mask_features(p.features, image_rois(d.boxes, b))).detach().sigmoid()
-                           : at::Tensor();
+      // Three stages: features re-cropped at the final boxes for the mask head, which predicts
+      // each box's detected class alone.
       const int64_t m = network->mask_size();
-      d.masks = d.size() > 0 ? all.gather(1, (d.classes + 1).view({-1, 1, 1, 1}).expand({-1, 1, m, m})).squeeze(1)
+      d.masks = d.size() > 0 ? network->class_mask_logits(network->mask_features(p.features, image_rois(d.boxes, b)), d.classes + 1)
+                                   .detach()
+                                   .sigmoid()
                              : at::zeros({0, m, m}, proposals.options());
     }
     if (o.output_detection_features) {

@@ -132,7 +132,6 @@ class FasterRcnnImpl : public DetectorImpl {
     at::Tensor boxes, classes, masks;
   };
   GroundTruth ground_truth(const Batch& batch, int64_t b) const;
-  at::Tensor masks_at(const FasterRcnnPredictions& p, const std::vector<at::Tensor>& boxes);
 };
 
 // Pastes per-box mask probabilities [N, M, M] into an image of height x width (torchvision's
