@@ -49,6 +49,44 @@ TEST(Norm2d, TrainableUpdatesStatistics) {
   EXPECT_THROW(bn->forward(at::randn({1, 3, 2, 2})), c10::Error);
 }
 
+TEST(ConvBnAct, FrozenNormFoldTrainsLikeConvThenAffine) {
+  // conv2d_norm folds a frozen norm into the conv and, in training, recomputes the fold in the
+  // backward pass: values and gradients must be those of conv, then x * scale + shift.
+  at::manual_seed(11);
+  struct Case {
+    int64_t kernel, stride, dilation, groups;
+  };
+  for (const Case& k : {Case{3, 1, 1, 1}, Case{3, 2, 1, 1}, Case{3, 1, 2, 1}, Case{1, 1, 1, 1}, Case{3, 1, 1, 2}}) {
+    detseg::ConvBnAct m(detseg::ConvBnActOptions(4, 6, k.kernel)
+                            .stride(k.stride)
+                            .dilation(k.dilation)
+                            .groups(k.groups)
+                            .frozen_norm(true)
+                            .activation(detseg::Activation::kNone));
+    {
+      at::NoGradGuard g;
+      m->norm->weight.copy_(at::rand({6}) + 0.5);
+      m->norm->bias.copy_(at::randn({6}));
+      m->norm->running_mean.copy_(at::randn({6}));
+      m->norm->running_var.copy_(at::rand({6}) + 0.5);
+    }
+    m->train();
+    const at::Tensor x = at::randn({2, 4, 9, 8}).requires_grad_(true);
+    const at::Tensor y = m->forward(x);
+    const at::Tensor scale = (m->norm->weight * (m->norm->running_var + 1e-5).rsqrt()).view({1, 6, 1, 1});
+    const at::Tensor shift = m->norm->bias.view({1, 6, 1, 1}) - m->norm->running_mean.view({1, 6, 1, 1}) * scale;
+    const int64_t pad = k.dilation * (k.kernel - 1) / 2;
+    const at::Tensor want = at::conv2d(x, m->conv->weight, {}, k.stride, pad, k.dilation, k.groups) * scale + shift;
+    ASSERT_EQ(y.sizes(), want.sizes());
+    EXPECT_TRUE(at::allclose(y, want, 1e-4, 1e-5));
+    const at::Tensor dy = at::randn(y.sizes());
+    const auto got = torch::autograd::grad({y}, {x, m->conv->weight}, {dy});
+    const auto expected = torch::autograd::grad({want}, {x, m->conv->weight}, {dy});
+    EXPECT_TRUE(at::allclose(got[0], expected[0], 1e-4, 1e-5)) << "input gradient, kernel " << k.kernel;
+    EXPECT_TRUE(at::allclose(got[1], expected[1], 1e-4, 1e-4)) << "weight gradient, kernel " << k.kernel;
+  }
+}
+
 TEST(ConvBnAct, NamesLikeTorchvisionConv2dNormActivation) {
   detseg::ConvBnAct m(detseg::ConvBnActOptions(3, 8, 3).stride(2));
   std::vector<std::string> keys;

@@ -47,7 +47,8 @@ TORCH_MODULE(ConvBnAct);
 
 // norm(conv(x)). With a frozen norm the affine is folded into the conv (weight * scale, bias =
 // shift), so training and inference skip a separate pass over the activations, forward and
-// backward; gradients still reach conv.weight through the fold. Same values up to rounding.
+// backward; gradients still reach conv.weight through the fold, which the backward pass recomputes
+// rather than keeping a folded copy of every trained weight alive. Same values up to rounding.
 // Assumes "same" padding dilation * (k - 1) / 2, as make_conv2d builds.
 // An x in oneDNN's layout (x.is_mkldnn(), inference only, see mkldnn_inference_enabled) gives a
 // result in that layout, computed with the folded weights cached in `norm` (which must be frozen
