@@ -3,7 +3,7 @@
 //
 // Why: glibc serves large buffers with fresh mmaps, and each first touch of a 4 KiB page is a page
 // fault. On the VMs measured here the faults were about a third of Faster R-CNN's train step and
-// inference time (docs/benchmarks.md, "Page faults and huge pages"). A 2 MiB page takes one fault
+// inference time (docs/benchmarks.md, "Page faults, huge pages and the mask head"). A 2 MiB page takes one fault
 // where 4 KiB pages take 512. Peak memory measured the same: buffers are still freed to glibc, and
 // only touched pages are resident. Kernels with THP "never" ignore the advice.
 #pragma once
