@@ -4,6 +4,8 @@
 
 #include "detseg/core/cpu_allocator.h"
 
+#include <array>
+#include <atomic>
 #include <thread>
 
 namespace detseg {
@@ -21,5 +23,15 @@ int set_threads(int n) {
 }
 
 int current_threads() { return at::get_num_threads(); }
+
+int threads_reached_by_parallel_for() {
+  std::array<std::atomic<bool>, 256> seen{};
+  at::parallel_for(0, 1024, 1, [&](int64_t, int64_t) {
+    seen[static_cast<size_t>(at::get_thread_num()) % seen.size()] = true;
+  });
+  int count = 0;
+  for (const auto& s : seen) count += s.load();
+  return count;
+}
 
 }  // namespace detseg
