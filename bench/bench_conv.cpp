@@ -16,6 +16,7 @@
 
 #include "bench/bench_timing.h"
 #include "detseg/core/threads.h"
+#include "detseg/ops/conv2d_fast.h"
 #include "detseg/ops/winograd_conv.h"
 
 namespace {

@@ -150,8 +150,7 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
     const int64_t kk = options.maxpool_kernel_size(), ks = options.maxpool_stride();
     return at::max_pool2d(crops, {kk, kk}, {ks, ks});
   }
-  at::Tensor out = at::zeros({k, features[0].size(1), size, size}, features[0].options());
-  if (k == 0) return out;
+  if (k == 0) return at::zeros({0, features[0].size(1), size, size}, features[0].options());
   RoiAlignOptions ro;
   ro.output_size = {size, size};
   ro.sampling_ratio = 2;
@@ -160,6 +159,7 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
     ro.spatial_scale = 0.25;
     return roi_align(features[0], rois, ro);
   }
+  at::Tensor out = at::zeros({k, features[0].size(1), size, size}, features[0].options());
   at::Tensor levels = fpn_roi_levels(rois.slice(1, 1, 5), 2, 1 + num_levels);
   for (int64_t l = 0; l < num_levels; ++l) {
     at::Tensor idx = (levels == l + 2).nonzero().squeeze(1);

@@ -1,9 +1,10 @@
 // Implements: 3x3 convolution (stride 1, padding = dilation) by Winograd's minimal filtering
 // F(2x2, 3x3) or F(4x4, 3x3), on CPU float tensors, differentiable w.r.t. inputs, weight and bias.
 //
-// Why: on this class of CPU (AVX2, no NNPACK, oneDNN without its AVX-512 Winograd) every direct
-// convolution already runs near the FMA peak, so the only way to make the 3x3 convs of detection
-// heads, FPNs and decoders faster is to do fewer multiplications. F(2x2, 3x3) computes each 2x2
+// Why: on this class of CPU (AVX2, no NNPACK, oneDNN without its AVX-512 Winograd) session 5 took
+// the direct convolution for running near the FMA peak (its timings held page faults; see
+// winograd_applies for where Winograd still pays), so doing fewer multiplications looked like the
+// only way to make the 3x3 convs of detection heads faster. F(2x2, 3x3) computes each 2x2
 // output tile with 16 instead of 36 multiply-adds per (input, output) channel pair, as 16 GEMMs in
 // the transformed domain. The three passes of training all use it: forward, input gradient (the
 // same transform with the flipped, transposed kernel) and weight gradient (a GEMM of transformed
@@ -46,31 +47,5 @@ at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const
 // did not.
 bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                       at::IntArrayRef dilation, int64_t groups);
-
-// Whether a 3x3 stride-1 conv with padding = dilation >= the map's height and width equals its
-// centre tap as a 1x1 conv: every other tap reads only zero padding (ASPP's rate 36 on 32x32).
-bool centre_tap_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride,
-                        at::IntArrayRef padding, at::IntArrayRef dilation);
-
-// The share of a dilated 3x3 conv's tap-pixel products that read inside the map rather than its
-// zero padding (padding = dilation): 1 for a small rate, 1/9 once the rate reaches the map's size.
-double valid_tap_fraction(const at::Tensor& x, at::IntArrayRef dilation);
-
-// Whether a dilated 3x3 stride-1 conv (padding = dilation, one group) reads padding for at least 40 %
-// of its products (ASPP's rates 12 and 24 on 32x32 maps: 44 % and 75 %), so that conv2d_sparse_taps
-// pays.
-bool sparse_taps_apply(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
-                       at::IntArrayRef dilation, int64_t groups);
-
-// That conv as nine 1x1 convs, each over only the output pixels whose tap lands inside the map, added
-// into place: the same sums (up to rounding order) without the products with padding, which
-// oneDNN's direct kernel computes. Differentiable.
-at::Tensor conv2d_sparse_taps(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-                              at::IntArrayRef dilation);
-
-// at::conv2d, as the centre tap alone where centre_tap_applies (exact, 1/9 of the work, gradients
-// only to the centre tap as they should be), or through conv2d_sparse_taps where sparse_taps_apply.
-at::Tensor conv2d_fast(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
-                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
 
 }  // namespace detseg

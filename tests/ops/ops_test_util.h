@@ -18,6 +18,10 @@ inline std::vector<int64_t> to_vec(const at::Tensor& t) {
   auto c = t.to(at::kCPU, at::kLong).contiguous();
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
+// Largest |a - b| relative to the largest |b| (conv outputs are sums of many terms).
+inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  return ((a - b).abs().max() / b.abs().max().clamp_min(1e-12)).item<double>();
+}
 inline void expect_close(const at::Tensor& got, const at::Tensor& want, double tol = 1e-5) {
   ASSERT_EQ(got.sizes(), want.sizes());
   auto diff = (got.to(at::kDouble) - want.to(at::kDouble)).abs();

@@ -11,7 +11,7 @@
 #include <initializer_list>
 #include <utility>
 
-#include "detseg/ops/winograd_conv.h"
+#include "detseg/ops/conv2d_fast.h"
 
 namespace detseg {
 
@@ -71,15 +71,14 @@ std::pair<at::Tensor, at::Tensor> folded_affine(const Norm2dImpl& norm) {
 // layout, the weights reordered once into `packed` and rebuilt when any tensor in `sources` changes.
 // A dilated 3x3 conv (stride 1) whose off-centre taps lie wholly in the zero padding, because the
 // dilation reaches the input's height and width (ASPP's rate 36 on a 32x32 map), equals its centre
-// tap as a 1x1 conv: the same values for 1/9 of the work.
+// tap as a 1x1 conv (centre_tap_applies): the same values for 1/9 of the work.
 template <typename MakeWeights>
 at::Tensor packed_mkldnn_conv(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x,
                               at::IntArrayRef padding, std::initializer_list<const at::Tensor*> sources,
                               MakeWeights make_weights) {
   const auto& dilation = *conv->options.dilation();
   const auto& stride = *conv->options.stride();
-  const bool centre_tap = conv->weight.size(2) == 3 && conv->weight.size(3) == 3 && stride[0] == 1 &&
-                          stride[1] == 1 && dilation[0] >= x.size(2) && dilation[1] >= x.size(3);
+  const bool centre_tap = centre_tap_applies(x, conv->weight, stride, padding, dilation);
   std::vector<std::pair<const void*, uint32_t>> made_from;
   for (const at::Tensor* t : sources) made_from.emplace_back(t->data_ptr(), t->_version());
   made_from.emplace_back(nullptr, centre_tap ? 1u : 0u);  // which of the two packings is cached
