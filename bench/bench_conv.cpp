@@ -6,6 +6,7 @@
 // Usage: bench_conv [THREADS=2] [PAIRS=9] [TILE=2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3))]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>

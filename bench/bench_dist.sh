@@ -18,7 +18,7 @@ COMMON=(--config "$HERE/configs/demo/retinanet_r18_bccd.yaml" --set train.num_st
         --set train.checkpoint_every=100000 --set "eval_input.annotations=''" --set train_input.num_workers=1)
 
 summarise() {  # metrics.jsonl global_batch label
-  /usr/bin/python3 - "$1" "$2" "$3" "$WARMUP" <<'PY'
+  "${DETSEG_PYTHON:-$HERE/.venv/bin/python}" - "$1" "$2" "$3" "$WARMUP" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
 batch, label, warm = int(sys.argv[2]), sys.argv[3], int(sys.argv[4])

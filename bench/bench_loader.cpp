@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   if (!peer) return 0;
 
   const std::string script = std::string(DETSEG_SOURCE_DIR) + "/bench/peers/bench_loader_torchvision.py";
-  const std::string out = run_peer("/usr/bin/python3 " + script + " --folder '" + voc + "/JPEGImages' --epochs " +
+  const std::string out = run_peer(std::string(DETSEG_PYTHON) + " " + script + " --folder '" + voc + "/JPEGImages' --epochs " +
                                    std::to_string(epochs) + " --workers " + std::to_string(workers) + " 2>&1");
   std::smatch m;
   if (!std::regex_search(out, m, std::regex("torchvision images/s: ([0-9.]+)"))) {

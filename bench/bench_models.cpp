@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
 
   nlohmann::json tv;
   if (peer)
-    tv = detseg::bench::run_peer("/usr/bin/python3 " DETSEG_SOURCE_DIR "/bench/peers/bench_models_torchvision.py " +
+    tv = detseg::bench::run_peer(DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/bench/peers/bench_models_torchvision.py " +
                                  std::to_string(threads) + " " + std::to_string(iters));
   // "wall s / cpu s" for both, and ratios detseg / torchvision of each.
   auto row = [&](const char* name, const Timing& ours, const char* key) {

@@ -9,5 +9,5 @@ threads=${2:-2}
 extra=${3:-}
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
-/usr/bin/python3 "$root/bench/peers/ops_peer.py" "$data" --threads "$threads" $extra > /dev/null
+"${DETSEG_PYTHON:-$root/.venv/bin/python}" "$root/bench/peers/ops_peer.py" "$data" --threads "$threads" $extra > /dev/null
 "$build/bench/bench_ops" "$data" "$threads"

@@ -34,7 +34,8 @@ function(detseg_add_test_dir name dir)
   target_compile_definitions(${name} PRIVATE
     DETSEG_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     DETSEG_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
-    DETSEG_BINARY="$<TARGET_FILE:detseg>")
+    DETSEG_BINARY="$<TARGET_FILE:detseg>"
+    DETSEG_PYTHON="${DETSEG_PYTHON}")
   add_dependencies(${name} detseg)
   target_precompile_headers(${name} REUSE_FROM detseg_test_pch)
   detseg_warnings(${name})
@@ -52,7 +53,8 @@ function(detseg_add_bench name)
   target_compile_definitions(${name} PRIVATE
     DETSEG_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     DETSEG_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
-    DETSEG_BINARY="$<TARGET_FILE:detseg>")
+    DETSEG_BINARY="$<TARGET_FILE:detseg>"
+    DETSEG_PYTHON="${DETSEG_PYTHON}")
   add_dependencies(${name} detseg)
   detseg_pch(${name} ATEN)
   detseg_warnings(${name})

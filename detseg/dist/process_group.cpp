@@ -63,7 +63,7 @@ Environment environment_from_env() {
 
 struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<c10d::Backend> group;  // ProcessGroupGloo or ProcessGroupNCCL
   std::string backend;
 };
 

@@ -1,8 +1,12 @@
-// Implements: the torch.save reader: a minimal zip reader (stored entries, zip64 aware) and a
-// pickle VM subset (protocols 2-4) that rebuilds tensors from their storages.
+// Implements: the torch.save reader: LibTorch's PyTorchStreamReader opens the zip container, and a
+// pickle VM subset (protocols 2-4) rebuilds tensors from their storages. The pickle is ours, not
+// torch::pickle_load's: that one rejects any class it does not know (detectron2's and mmdetection's
+// checkpoints carry such metadata), where this keeps them as opaque objects and reads the tensors.
 #include "detseg/io/pth_reader.h"
 
 #include <ATen/ATen.h>
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/inline_container.h>
 
 #include <cstring>
 #include <functional>
@@ -22,93 +26,52 @@ uint64_t le(std::string_view data, size_t at, int bytes) {
   return v;
 }
 
-// ---- zip: the central directory gives names and offsets; entries must be stored uncompressed.
-class ZipReader {
+// ---- the zip container: LibTorch's own reader (stored or deflated entries, zip64). Names are
+// relative to the archive's top folder, whatever torch.save named it. Its c10::Errors carry a C++
+// backtrace; they become one-line detseg::Errors naming the file.
+class ZipRecords {
  public:
-  ZipReader(std::string_view data, std::string what) : data_(data), what_(std::move(what)) {
-    const size_t eocd = find_eocd();
-    uint64_t count = le(data_, eocd + 10, 2);
-    uint64_t cd_offset = le(data_, eocd + 16, 4);
-    if (count == 0xFFFF || cd_offset == 0xFFFFFFFFu) {  // zip64: locator sits just before EOCD
-      need(eocd >= 20 && le(data_, eocd - 20, 4) == 0x07064b50, "zip64 locator missing");
-      const uint64_t z64 = le(data_, eocd - 20 + 8, 8);
-      need(z64 + 56 <= data_.size() && le(data_, z64, 4) == 0x06064b50, "zip64 record missing");
-      count = le(data_, z64 + 32, 8);
-      cd_offset = le(data_, z64 + 48, 8);
-    }
-    size_t p = cd_offset;
-    for (uint64_t n = 0; n < count; ++n) {
-      need(p + 46 <= data_.size() && le(data_, p, 4) == 0x02014b50, "central directory damaged");
-      Entry e;
-      e.method = static_cast<uint32_t>(le(data_, p + 10, 2));
-      e.size = le(data_, p + 24, 4);
-      uint64_t comp_size = le(data_, p + 20, 4);
-      const size_t name_len = le(data_, p + 28, 2), extra_len = le(data_, p + 30, 2),
-                   comment_len = le(data_, p + 32, 2);
-      e.local = le(data_, p + 42, 4);
-      need(p + 46 + name_len + extra_len + comment_len <= data_.size(),
-           "central directory damaged");
-      const std::string name(data_.substr(p + 46, name_len));
-      // Zip64 extra field (id 1) holds, in order, the 32-bit fields that overflowed.
-      for (size_t x = p + 46 + name_len; x + 4 <= p + 46 + name_len + extra_len;) {
-        const uint64_t id = le(data_, x, 2), len = le(data_, x + 2, 2);
-        size_t v = x + 4;
-        if (id == 1) {
-          if (e.size == 0xFFFFFFFFu && v + 8 <= x + 4 + len) e.size = le(data_, v, 8), v += 8;
-          if (comp_size == 0xFFFFFFFFu && v + 8 <= x + 4 + len) comp_size = le(data_, v, 8), v += 8;
-          if (e.local == 0xFFFFFFFFu && v + 8 <= x + 4 + len) e.local = le(data_, v, 8);
-        }
-        x += 4 + len;
-      }
-      e.comp_size = comp_size;
-      entries_[name] = e;
-      p += 46 + name_len + extra_len + comment_len;
-    }
+  ZipRecords(const std::string& bytes, std::string what) : what_(std::move(what)) {
+    guard("not a zip archive, or truncated", [&] {
+      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(
+          std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes.data(), static_cast<off_t>(bytes.size())));
+    });
   }
-
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& kv : entries_) out.push_back(kv.first);
+  bool has(const std::string& name) {
+    bool found = false;
+    guard("damaged zip archive", [&] { found = reader_->hasRecord(name); });
+    return found;
+  }
+  size_t size(const std::string& name) {
+    size_t n = 0;
+    guard("damaged zip archive", [&] {
+      if (!reader_->hasRecord(name)) throw Error(str(what_, ": zip entry '", name, "' missing"));
+      n = reader_->getRecordSize(name);
+    });
+    return n;
+  }
+  // Copies entry `name` (exactly `n` bytes) into dst.
+  void read_into(const std::string& name, void* dst, size_t n) {
+    guard("damaged zip archive", [&] { reader_->getRecord(name, dst, n); });
+  }
+  std::string read(const std::string& name) {
+    std::string out(size(name), '\0');
+    read_into(name, out.data(), out.size());
     return out;
-  }
-  bool has(const std::string& name) const { return entries_.count(name) > 0; }
-
-  std::string_view read(const std::string& name) const {
-    auto it = entries_.find(name);
-    if (it == entries_.end()) throw Error(str(what_, ": zip entry '", name, "' missing"));
-    const Entry& e = it->second;
-    if (e.method != 0)
-      throw Error(str(what_, ": zip entry '", name, "' is compressed (method ", e.method,
-                      "); torch.save writes stored entries, re-save the file with torch.save"));
-    need(e.local + 30 <= data_.size() && le(data_, e.local, 4) == 0x04034b50,
-         str("local header of '", name, "' damaged"));
-    const size_t start = e.local + 30 + le(data_, e.local + 26, 2) + le(data_, e.local + 28, 2);
-    need(e.comp_size == e.size && start + e.size <= data_.size(),
-         str("entry '", name, "' truncated"));
-    return data_.substr(start, e.size);
   }
 
  private:
-  struct Entry {
-    uint32_t method = 0;
-    uint64_t size = 0, comp_size = 0, local = 0;
-  };
-
-  size_t find_eocd() const {
-    need(data_.size() >= 22, "file too short for a zip archive");
-    const size_t lowest = data_.size() > 22 + 65535 ? data_.size() - 22 - 65535 : 0;
-    for (size_t p = data_.size() - 22 + 1; p-- > lowest;)
-      if (le(data_, p, 4) == 0x06054b50) return p;
-    throw Error(
-        str(what_, ": not a zip archive, or truncated (no end-of-central-directory record)"));
+  template <class F>
+  void guard(const char* what, F&& f) {
+    try {
+      f();
+    } catch (const c10::Error& e) {
+      const std::string msg = e.what_without_backtrace();
+      throw Error(str(what_, ": ", what, " (", msg.substr(0, msg.find('\n')), ")"));
+    }
   }
-  void need(bool ok, const std::string& what) const {
-    if (!ok) throw Error(str(what_, ": truncated or damaged zip archive: ", what));
-  }
-
-  std::string_view data_;
   std::string what_;
-  std::map<std::string, Entry> entries_;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
 };
 
 // ---- pickle
@@ -133,8 +96,8 @@ at::ScalarType storage_dtype(const std::string& cls, const std::string& what) {
 
 class Unpickler {
  public:
-  Unpickler(std::string_view pkl, const ZipReader& zip, std::string prefix, std::string what)
-      : p_(pkl), zip_(zip), prefix_(std::move(prefix)), what_(std::move(what)) {}
+  Unpickler(std::string_view pkl, ZipRecords& zip, std::string what)
+      : p_(pkl), zip_(zip), what_(std::move(what)) {}
 
   PickleRef run() {
     while (true) {
@@ -395,13 +358,15 @@ class Unpickler {
     if (cached != storages_.end()) return cached->second;
     const at::ScalarType dtype = storage_dtype(pid.items[1]->s, what_);
     const int64_t numel = pid.items[4]->i;
-    const std::string_view bytes = zip_.read(prefix_ + "data/" + key);
+    const std::string entry = "data/" + key;
+    const size_t bytes = zip_.size(entry);
+    need(numel >= 0, "negative storage size");
+    const size_t element = c10::elementSize(dtype);
+    if (static_cast<uint64_t>(numel) * element != bytes)
+      throw Error(str(what_, ": storage ", key, " has ", bytes, " bytes, expected ", numel, " x ", element));
     auto v = make(PickleValue::Kind::kStorage);
     v->tensor = at::empty({numel}, at::TensorOptions(dtype));
-    if (static_cast<uint64_t>(numel) * v->tensor.element_size() != bytes.size())
-      throw Error(str(what_, ": storage ", key, " has ", bytes.size(), " bytes, expected ", numel,
-                      " x ", v->tensor.element_size()));
-    if (!bytes.empty()) std::memcpy(v->tensor.data_ptr(), bytes.data(), bytes.size());
+    if (bytes > 0) zip_.read_into(entry, v->tensor.data_ptr(), bytes);
     storages_[key] = v;
     return v;
   }
@@ -450,8 +415,8 @@ class Unpickler {
 
   std::string_view p_;
   size_t pos_ = 0;
-  const ZipReader& zip_;
-  std::string prefix_, what_;
+  ZipRecords& zip_;
+  std::string what_;
   std::vector<PickleRef> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, PickleRef> memo_;
@@ -489,27 +454,15 @@ PickleRef parse_pth_bytes(const std::string& bytes, const std::string& what) {
     throw Error(str(what,
                     ": legacy (pre-1.6) torch.save format is not supported; HINT: re-save it "
                     "with torch.save(obj, path) from PyTorch >= 1.6"));
-  ZipReader zip(bytes, what);
-  std::string prefix;
-  bool found = false;
-  for (const auto& name : zip.names()) {
-    const std::string tail = "data.pkl";
-    if (name.size() >= tail.size() &&
-        name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
-        name.find('/') == name.size() - tail.size() - 1) {
-      prefix = name.substr(0, name.size() - tail.size());
-      found = true;
-      break;
-    }
-  }
-  if (!found)
+  ZipRecords zip(bytes, what);
+  if (!zip.has("data.pkl"))
     throw Error(str(what, ": zip archive without a <name>/data.pkl entry: not a torch.save file"));
-  if (zip.has(prefix + "byteorder")) {
-    const auto order = zip.read(prefix + "byteorder");
-    DETSEG_CHECK(order == "little", what, ": byte order '", std::string(order),
-                 "' is not supported");
+  if (zip.has("byteorder")) {
+    const std::string order = zip.read("byteorder");
+    DETSEG_CHECK(order == "little", what, ": byte order '", order, "' is not supported");
   }
-  return Unpickler(zip.read(prefix + "data.pkl"), zip, prefix, what).run();
+  const std::string pickle = zip.read("data.pkl");
+  return Unpickler(pickle, zip, what).run();
 }
 
 PickleRef read_pth(const std::string& path) { return parse_pth_bytes(read_file(path), path); }

@@ -99,7 +99,7 @@ std::vector<at::Tensor> momentum_buffers(const detseg::PipelineConfig& config, c
   std::vector<at::Tensor> buffers;
   for (auto& group : optimizer.optimizer->param_groups())
     for (auto& p : group.params()) {
-      auto it = optimizer.optimizer->state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      auto it = optimizer.optimizer->state().find(p.unsafeGetTensorImpl());
       if (it == optimizer.optimizer->state().end()) continue;
       buffers.push_back(static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
     }

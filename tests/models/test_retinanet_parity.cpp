@@ -1,8 +1,10 @@
 // Tests: our RetinaNet network against torchvision 0.14's: a state dict saved by
 // tests/fixtures/make_retinanet_parity.py loads key for key, parameter counts agree, and class
 // logits / box regressions agree to 1e-4. Python is a test-time peer only: the test is skipped
-// with a message where /usr/bin/python3 with torchvision is absent.
+// with a message where the venv python (DETSEG_PYTHON) with torchvision is absent.
 #include <gtest/gtest.h>
+
+#include "peer_python.h"
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cstdlib>
@@ -16,18 +18,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool torchvision_available() {
-  return fs::exists("/usr/bin/python3") &&
-         std::system("/usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1") == 0;
-}
+using detseg::test::torchvision_available;
 
 TEST(RetinaNetParity, MatchesTorchvisionResNet18) {
   if (!torchvision_available()) {
-    GTEST_SKIP() << "/usr/bin/python3 with torchvision not found: RetinaNet parity not checked";
+    GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: RetinaNet parity not checked";
   }
   const fs::path dir = fs::temp_directory_path() / "detseg_retinanet_parity";
   fs::create_directories(dir);
-  const std::string cmd = "/usr/bin/python3 " DETSEG_SOURCE_DIR
+  const std::string cmd = DETSEG_PYTHON " " DETSEG_SOURCE_DIR
                           "/tests/fixtures/make_retinanet_parity.py " + dir.string() + " 18 190 250";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 

@@ -1,9 +1,11 @@
 // Tests: DeepLab's network pieces. Parity with torchvision 0.14 (deeplabv3_resnet50's backbone at
 // output stride 8 and its ASPP, mobilenet_v2's features) from state dicts made by
-// tests/fixtures/make_seg_parity.py at test time (skipped with a message without /usr/bin/python3
+// tests/fixtures/make_seg_parity.py at test time (skipped with a message without the venv python (DETSEG_PYTHON)
 // and torchvision); output strides and shapes; DeepLab's gradient multipliers on the right
 // parameters; fine-tuning that leaves the last layers alone unless initialize_last_layer.
 #include <gtest/gtest.h>
+
+#include "peer_python.h"
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/module.h>
 
@@ -31,10 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool torchvision_available() {
-  return fs::exists("/usr/bin/python3") &&
-         std::system("/usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1") == 0;
-}
+using detseg::test::torchvision_available;
 
 float max_abs_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<float>(); }
 // ResNet-50 with random batch-norm statistics grows activations to ~2e3: compare relative to the
@@ -42,11 +41,11 @@ float max_abs_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).ab
 float max_rel_diff(const at::Tensor& a, const at::Tensor& b) { return max_abs_diff(a, b) / b.abs().max().item<float>(); }
 
 TEST(SegParity, DeepLabV3ResNet50BackboneAndAsppMatchTorchvision) {
-  if (!torchvision_available()) GTEST_SKIP() << "/usr/bin/python3 with torchvision not found: DeepLab parity not checked";
+  if (!torchvision_available()) GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: DeepLab parity not checked";
   const fs::path dir = fs::temp_directory_path() / "detseg_seg_parity";
   fs::create_directories(dir);
   const std::string cmd =
-      "/usr/bin/python3 " DETSEG_SOURCE_DIR "/tests/fixtures/make_seg_parity.py " + dir.string() + " 65 81";
+      DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/make_seg_parity.py " + dir.string() + " 65 81";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string io_bytes = detseg::read_file((dir / "io.pt").string());
   auto io = torch::jit::pickle_load(std::vector<char>(io_bytes.begin(), io_bytes.end())).toGenericDict();

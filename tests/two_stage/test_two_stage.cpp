@@ -5,6 +5,8 @@
 // padding of every stage count; the C4 layout against torchvision's resnet50 split, and C4 Mask
 // R-CNN's shapes and mask-feature reuse.
 #include <gtest/gtest.h>
+
+#include "peer_python.h"
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cmath>
@@ -27,20 +29,17 @@ using detseg::FasterRcnnImpl;
 using detseg::FasterRcnnNetworkOptions;
 using detseg::FasterRcnnOptions;
 
-bool torchvision_available() {
-  return fs::exists("/usr/bin/python3") &&
-         std::system("/usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1") == 0;
-}
+using detseg::test::torchvision_available;
 
 float max_abs_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<float>(); }
 
 TEST(TwoStageParity, MatchesTorchvisionMaskRcnnResNet50Fpn) {
   if (!torchvision_available()) {
-    GTEST_SKIP() << "/usr/bin/python3 with torchvision not found: Faster/Mask R-CNN parity not checked";
+    GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: Faster/Mask R-CNN parity not checked";
   }
   const fs::path dir = fs::temp_directory_path() / "detseg_two_stage_parity";
   fs::create_directories(dir);
-  const std::string cmd = "/usr/bin/python3 " DETSEG_SOURCE_DIR "/tests/fixtures/make_two_stage_parity.py " +
+  const std::string cmd = DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/make_two_stage_parity.py " +
                           dir.string() + " 50 256 320";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string io_bytes = detseg::read_file((dir / "io.pt").string());
@@ -95,12 +94,12 @@ TEST(TwoStageParity, C4MatchesTorchvisionResNet50Split) {
   // torchvision has no C4 detector, but the reference's C4 extractor is its resnet split at layer3:
   // the first stage is conv1..layer3, the second stage layer4 (stride 1) on each region's crop.
   if (!torchvision_available()) {
-    GTEST_SKIP() << "/usr/bin/python3 with torchvision not found: C4 parity not checked";
+    GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: C4 parity not checked";
   }
   const fs::path dir = fs::temp_directory_path() / "detseg_c4_parity";
   fs::create_directories(dir);
   const std::string cmd =
-      "/usr/bin/python3 " DETSEG_SOURCE_DIR "/tests/fixtures/make_c4_parity.py " + dir.string() + " 50 160 224";
+      DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/make_c4_parity.py " + dir.string() + " 50 160 224";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string io_bytes = detseg::read_file((dir / "io.pt").string());
   auto io = torch::jit::pickle_load(std::vector<char>(io_bytes.begin(), io_bytes.end())).toGenericDict();
