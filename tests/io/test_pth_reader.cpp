@@ -2,7 +2,6 @@
 // tests/fixtures/make_pth_fixtures.py (values are deterministic ranges, restated here).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <filesystem>
 
@@ -45,23 +44,6 @@ void expect_sequential_state(const NamedTensors& sd) {
 
 TEST(PthReader, SequentialStateDict) {
   expect_sequential_state(read_pth_state_dict(fixture("sequential.pth")));
-}
-
-// LibTorch 2.11's own unpickler reads a plain torch.save(model.state_dict()) file; ours must agree
-// with it name by name and bit for bit (ours also reads files with classes LibTorch's refuses).
-TEST(PthReader, AgreesWithTorchPickleLoad) {
-  const std::string bytes = read_file(fixture("sequential.pth"));
-  const c10::IValue root = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-  ASSERT_TRUE(root.isGenericDict());
-  const NamedTensors ours = read_pth_state_dict(fixture("sequential.pth"));
-  const auto theirs = root.toGenericDict();
-  ASSERT_EQ(ours.size(), theirs.size());
-  size_t i = 0;
-  for (const auto& entry : theirs) {
-    EXPECT_EQ(ours[i].first, entry.key().toStringRef());
-    EXPECT_TRUE(at::equal(ours[i].second, entry.value().toTensor())) << ours[i].first;
-    ++i;
-  }
 }
 
 TEST(PthReader, DtypesAndViewsSharingStorage) {
