@@ -17,6 +17,10 @@ using namespace detseg::cli;
 
 void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
   app->add_option("--set", overrides, "Override a config key: --set train.batch_size=4 (repeatable)");
+  // --device is the config's `device` key; given last, it wins over a --set of the same key.
+  app->add_option_function<std::string>(
+      "--device", [&overrides](const std::string& device) { overrides.push_back("device=" + device); },
+      "auto, cpu, cuda or cuda:N (default: the config's device, auto: cuda:LOCAL_RANK when a GPU is visible)");
 }
 
 }  // namespace

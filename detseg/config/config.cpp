@@ -270,6 +270,8 @@ void visit_train(V& v, TrainConfig& c) {
   v.field("checkpoint_every", c.checkpoint_every, range(1), "Save a checkpoint every N steps (and at the end)");
   v.field("keep_checkpoints", c.keep_checkpoints, range(1), "Newest checkpoints kept");
   v.field("log_every", c.log_every, range(1), "Log losses, LR and speed every N steps");
+  v.field("mixed_precision", c.mixed_precision, one_of({"none", "bf16", "fp16"}),
+          "Forward pass under autocast in bf16 or fp16 (losses stay fp32); fp16 adds a dynamic loss scaler");
   v.section("fine_tune", [&] { visit_fine_tune(v, c.fine_tune); });
   v.section("distributed", [&] { visit_distributed(v, c.distributed); });
 }
@@ -285,6 +287,8 @@ void visit_eval(V& v, EvalConfig& c) {
 
 template <class V>
 void visit_config(V& v, PipelineConfig& c) {
+  v.field("device", c.device, any(),
+          "auto | cpu | cuda | cuda:N (auto: cuda:LOCAL_RANK when a GPU is visible, else cpu); --device sets it");
   v.section("model", [&] { visit_model(v, c.model); });
   v.section("postprocess", [&] { visit_postprocess(v, c.postprocess); });
   v.section("train", [&] { visit_train(v, c.train); });
@@ -667,6 +671,13 @@ void check_consistency(const PipelineConfig& c) {
                         "model.faster_rcnn.first_stage_box_predictor_kernel_size must be odd");
     DETSEG_CONFIG_CHECK(c.model.type != "mask_rcnn" || f.number_of_stages >= 2, at,
                         "model.faster_rcnn.number_of_stages: mask_rcnn needs 2 or 3 stages");
+  }
+  {
+    const std::string& d = c.device;
+    const bool cuda_index = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
+                            d.find_first_not_of("0123456789", 5) == std::string::npos;
+    DETSEG_CONFIG_CHECK(d == "auto" || d == "cpu" || d == "cuda" || cuda_index, at,
+                        "device: expected auto, cpu, cuda or cuda:N, got '", d, "'");
   }
   if (c.train.schedule.type == "stepwise")
     DETSEG_CONFIG_CHECK(c.train.schedule.drop_steps.size() == 2, at,

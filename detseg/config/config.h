@@ -151,6 +151,9 @@ struct TrainConfig {
   int64_t checkpoint_every = 500;
   int64_t keep_checkpoints = 7;
   int64_t log_every = 10;
+  // none | bf16 | fp16: the forward pass under autocast in that type (losses and box decoding stay
+  // fp32); fp16 adds a dynamic gradient scaler, saved in checkpoints.
+  std::string mixed_precision = "none";
   FineTuneOptions fine_tune;          // train.fine_tune.*
   DistributedConfig distributed;      // multi-process training (see docs/distributed.md)
 };
@@ -163,6 +166,9 @@ struct EvalConfig {
 
 struct PipelineConfig {
   std::string source;                 // file it came from
+  // auto | cpu | cuda | cuda:N. auto: cuda:LOCAL_RANK when a GPU is visible, else cpu (see
+  // engine/device.h); the --device flag sets it.
+  std::string device = "auto";
   ModelConfig model;
   PostprocessConfig postprocess;
   TrainConfig train;

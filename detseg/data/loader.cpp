@@ -137,6 +137,30 @@ std::shared_ptr<const Loader::Plan> Loader::plan(int64_t epoch) const {
   return batches;
 }
 
+namespace {
+
+// Applies `fn` to every defined per-pixel and per-box tensor of the batch. The per-image sizes,
+// scales and box counts stay host tensors: models read them with item() to slice and clip, which
+// on the GPU would be a host sync each.
+template <class Fn>
+Batch map_device_tensors(const Batch& batch, Fn fn) {
+  Batch out = batch;
+  for (at::Tensor* t : {&out.images, &out.boxes, &out.classes, &out.iscrowd, &out.masks, &out.label_maps})
+    if (t->defined()) *t = fn(*t);
+  return out;
+}
+
+}  // namespace
+
+Batch to_device(const Batch& batch, const at::Device& device, bool non_blocking) {
+  if (device.is_cpu() && batch.images.defined() && batch.images.device().is_cpu()) return batch;
+  return map_device_tensors(batch, [&](const at::Tensor& t) { return t.to(device, non_blocking); });
+}
+
+Batch pin_memory(const Batch& batch) {
+  return map_device_tensors(batch, [](const at::Tensor& t) { return t.pin_memory(); });
+}
+
 Batch Loader::build(int64_t batch_number) const {
   const int64_t epoch = batch_number / batches_per_epoch_;
   const std::shared_ptr<const Plan> p = plan(epoch);
@@ -151,7 +175,7 @@ Batch Loader::build(int64_t batch_number) const {
   }
   Batch batch = collate(examples, options_.collate);
   batch.epoch = epoch;
-  return batch;
+  return options_.pin_memory ? pin_memory(batch) : batch;
 }
 
 void Loader::worker() {

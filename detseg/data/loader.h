@@ -34,6 +34,13 @@ struct CollateOptions {
 // Example canvas) in the batch, rounded up to size_divisibility. Images must be uint8.
 Batch collate(const std::vector<Example>& examples, const CollateOptions& options = {});
 
+// The batch's images, boxes, classes, crowd flags, masks and label maps on `device`; the per-image
+// sizes, scales, box counts, geometry and ids are host data and stay on the CPU. non_blocking
+// copies from pinned memory return at once; the stream orders them before the kernels that read them.
+Batch to_device(const Batch& batch, const at::Device& device, bool non_blocking = true);
+// Those same tensors in page-locked host memory (needs a CUDA build with a visible GPU).
+Batch pin_memory(const Batch& batch);
+
 struct LoaderOptions {
   int64_t batch_size = 8;
   int num_workers = 2;          // 0: build batches on the calling thread
@@ -47,6 +54,9 @@ struct LoaderOptions {
   int64_t start_batch = 0;      // first batch number delivered: a resumed run continues the sequence
   AugmentOptions augment;
   CollateOptions collate;
+  // Batches for a CUDA model: workers put each batch's tensors in page-locked memory, so the
+  // copy to the GPU (to_device with non_blocking) overlaps the step instead of blocking it.
+  bool pin_memory = false;
 };
 
 class Loader {

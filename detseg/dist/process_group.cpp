@@ -7,11 +7,6 @@
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef DETSEG_WITH_CUDA
-#define USE_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#include <torch/cuda.h>
-#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -83,14 +78,8 @@ ProcessGroup::ProcessGroup(const Environment& env, std::chrono::milliseconds tim
                     " failed within ", timeout.count() / 1000.0, " s (train.distributed.timeout_s): ", short_what(e)));
   }
   try {
-#ifdef DETSEG_WITH_CUDA
-    if (torch::cuda::is_available()) {
-      auto options = c10d::ProcessGroupNCCL::Options::create();
-      options->timeout = timeout;
-      impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank, env.world_size, options);
-      impl_->backend = "nccl";
-    }
-#endif
+    // Gloo for every tensor, CPU or CUDA (it stages GPU tensors through the host). NCCL needs its
+    // own group beside a Gloo one for the CPU control messages; until then it is not chosen.
     if (!impl_->group) {
       auto options = c10d::ProcessGroupGloo::Options::create(timeout);
       // GLOO_SOCKET_IFNAME picks the interface as in PyTorch; loopback rendezvous stays on loopback

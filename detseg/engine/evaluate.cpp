@@ -16,6 +16,7 @@
 #include "detseg/core/log.h"
 #include "detseg/eval/rle.h"
 #include "detseg/dist/process_group.h"
+#include "detseg/engine/device.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
@@ -29,7 +30,9 @@ namespace {
 
 // With EMA on, the averaged weights are the ones to evaluate and export (the reference's rule).
 template <typename Model>
-std::shared_ptr<Model> loaded_for_eval(std::shared_ptr<Model> model, const std::string& checkpoint, int64_t* step) {
+std::shared_ptr<Model> loaded_for_eval(std::shared_ptr<Model> model, const PipelineConfig& config,
+                                       const std::string& checkpoint, int64_t* step) {
+  model->to(resolve_device(config.device));
   const int64_t loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
   if (step) *step = loaded_step;
   model->eval();
@@ -62,7 +65,7 @@ class EvalRandomness {
 
 std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const std::string& checkpoint,
                                             int64_t* step) {
-  return loaded_for_eval(build_detector(config), checkpoint, step);
+  return loaded_for_eval(build_detector(config), config, checkpoint, step);
 }
 
 namespace {
@@ -128,6 +131,8 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
     options.rank = group->rank();
     options.world_size = group->world_size();
   }
+  const at::Device device = module_device(model);
+  options.pin_memory = device.is_cuda();
   Loader loader(dataset->size(), [dataset](int64_t i) { return dataset->get(i); }, options);
 
   DetectionEvalResult result;
@@ -138,7 +143,8 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
   EvalRandomness randomness;
   while (loader.next(batch)) {
     if (!batch.image_ids.empty()) randomness.seed_for(batch.image_ids.front());
-    auto [losses, detections] = model.losses_and_detect(batch);
+    auto [losses, detections] = model.losses_and_detect(to_device(batch, device));
+    for (Boxes& d : detections) d = d.to(at::kCPU);
     std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
     for (auto& [name, value] : losses.parts) values.push_back({name, value.item<double>()});
     if (loss_sums.empty()) loss_sums = std::vector<std::pair<std::string, double>>(values.size(), {"", 0.0});
@@ -246,7 +252,7 @@ std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
 
 std::shared_ptr<SegmenterImpl> load_segmenter(const PipelineConfig& config, const std::string& checkpoint,
                                               int64_t* step) {
-  return loaded_for_eval(build_segmenter(config), checkpoint, step);
+  return loaded_for_eval(build_segmenter(config), config, checkpoint, step);
 }
 
 SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, SegmenterImpl& model,
@@ -261,6 +267,8 @@ SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, Segmente
     options.rank = group->rank();
     options.world_size = group->world_size();
   }
+  const at::Device device = module_device(model);
+  options.pin_memory = device.is_cuda();
   Loader loader(data.size, data.load, options);
   // A sharded loader pads each shard by wrapping around: position k of rank r is a repeat when
   // k * world + r reaches the number of images, and is left out of the metrics.
@@ -276,7 +284,8 @@ SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, Segmente
   int64_t position = 0;
   Batch batch;
   while (loader.next(batch)) {
-    auto [losses, maps] = model.losses_and_segment(batch);
+    auto [losses, maps] = model.losses_and_segment(to_device(batch, device));
+    for (at::Tensor& map : maps) map = map.cpu();
     std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
     for (auto& [name, value] : losses.parts) values.push_back({name, value.item<double>()});
     if (loss_sums.empty()) {

@@ -14,6 +14,7 @@
 #include "detseg/data/image_io.h"
 #include "detseg/data/loader.h"
 #include "detseg/data/transforms/augment.h"
+#include "detseg/engine/device.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/models/build.h"
@@ -93,7 +94,7 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
   for (const std::string& path : images) {
-    const at::Tensor labels = model->segment(image_batch(path, index, loader))[0];
+    const at::Tensor labels = model->segment(to_device(image_batch(path, index, loader), module_device(*model)))[0].cpu();
     const at::Tensor counts = at::bincount(labels.reshape({-1}), {}, model->num_classes()).to(at::kDouble);
     nlohmann::json fractions = nlohmann::json::object();
     for (int64_t k = 0; k < model->num_classes(); ++k) {
@@ -132,7 +133,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
   for (const std::string& path : images) {
-    Boxes d = model->detect(image_batch(path, index, loader))[0];
+    Boxes d = model->detect(to_device(image_batch(path, index, loader), module_device(*model)))[0].to(at::kCPU);
 
     std::vector<DrawnBox> drawn;
     std::vector<DrawnMask> drawn_masks;

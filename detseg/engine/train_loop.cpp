@@ -14,6 +14,7 @@
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
 #include "detseg/dist/data_parallel.h"
+#include "detseg/engine/device.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/io/metrics_jsonl.h"
@@ -22,6 +23,7 @@
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/ema.h"
 #include "detseg/train/fine_tune.h"
+#include "detseg/train/loss_scaler.h"
 #include "detseg/train/optimizer.h"
 #include "detseg/train/schedules.h"
 
@@ -81,6 +83,7 @@ bool injected_nan_loss(int64_t step, int rank) {
 
 TrainResult train_model(const PipelineConfig& config, const std::string& model_dir) {
   const TrainConfig& t = config.train;
+  const at::Device device = resolve_device(config.device);  // before anything slow: a wrong --device fails at once
   make_directories(model_dir);
   dist::DataParallel dp(t.distributed);  // one process unless torchrun's variables say otherwise
   if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
@@ -91,7 +94,10 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
                       "model.num_classes is ", config.model.num_classes, " but ", config.train_input.annotations,
                       " defines ", data.num_classes, " categories");
   auto model = build_model(config);
+  model->to(device);
   model->train();
+  std::unique_ptr<LossScaler> scaler;
+  if (t.mixed_precision == "fp16") scaler = std::make_unique<LossScaler>(device);
 
   OptimizerOptions opt_options = t.optimizer;
   for (const auto& m : model_gradient_multipliers(config)) opt_options.multipliers.push_back(m);
@@ -110,7 +116,9 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   int64_t step = 0;
   std::string resumed_from;
   if (auto latest = checkpoints.latest()) {
-    step = restore_training_state(*latest, *model, optimizer.optimizer.get(), ema.get());
+    NamedTensors loop_state;
+    step = restore_training_state(*latest, *model, optimizer.optimizer.get(), ema.get(), &loop_state);
+    if (scaler) scaler->load(loop_state);
     resumed_from = *latest;
     log_info("resumed from ", *latest, " at step ", step);
   } else {
@@ -133,8 +141,10 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
                          {"class_names", data.class_names}, {"category_ids", data.category_ids}};
   const std::string metadata = meta.dump();
   auto save = [&](int64_t at_step) {
-    return checkpoints.save(capture_training_state(at_step, *model, optimizer.optimizer.get(), ema.get(),
-                                                   dp.checkpoint_metadata(metadata, t.batch_size)));
+    Checkpoint state = capture_training_state(at_step, *model, optimizer.optimizer.get(), ema.get(),
+                                              dp.checkpoint_metadata(metadata, t.batch_size));
+    if (scaler) state.loop = scaler->state();
+    return checkpoints.save(state);
   };
 
   TrainResult result;
@@ -152,6 +162,7 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   loader_options.start_batch = step;  // resume exactly where the batches left off
   loader_options.rank = dp.rank();
   loader_options.world_size = dp.world_size();
+  loader_options.pin_memory = device.is_cuda();
   if (!resumed_from.empty())
     loader_options.start_batch = dist::resume_start_batch(resumed_from, step, data.size, loader_options);
   Loader loader(data.size, data.load, loader_options);
@@ -190,25 +201,44 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
     };
   }
   Progress progress(step, t.num_steps);
-  log_info("training ", config.model.type, " for ", t.num_steps - step, " steps, batch ", t.batch_size, ", ",
-           params.trainable.size(), " trainable tensors (", params.frozen.size(), " frozen)");
+  log_info("training ", config.model.type, " on ", device.str(),
+           t.mixed_precision == "none" ? std::string() : " (" + t.mixed_precision + " mixed precision)", " for ",
+           t.num_steps - step, " steps, batch ", t.batch_size, ", ", params.trainable.size(),
+           " trainable tensors (", params.frozen.size(), " frozen)");
 
   bool first = true;
   auto last_log_time = std::chrono::steady_clock::now();
   int64_t last_log_step = step;
+  int64_t overflow_skips = 0;  // fp16: consecutive steps skipped for inf/NaN gradients
   while (step < t.num_steps) {
     Batch batch;
     DETSEG_CHECK(loader.next(batch), "training loader ended unexpectedly");
+    batch = to_device(batch, device);
     const double lr = learning_rate_at(schedule, step);
     optimizer.set_learning_rate(lr);
     optimizer.optimizer->zero_grad();
     model->set_step(step);
-    ModelLosses losses = model->losses(batch);
+    ModelLosses losses;
+    {
+      AutocastScope autocast(device, t.mixed_precision);
+      losses = model->losses(batch);
+    }
     at::Tensor l2 = l2_regularization_loss(params, opt_options.l2_weight);
     at::Tensor total = losses.total + l2;
-    double total_value = total.item<double>();
+    (scaler ? scaler->scale(total) : total).backward();
+    dp.average_gradients();
+    at::Tensor found_inf = scaler ? scaler->unscale_gradients(params.tensors()) : at::Tensor();
+    const at::Tensor grad_norm_t = clip_gradients_by_global_norm_async(params.tensors(), opt_options.clip_gradients_norm);
+    // The step's one host sync: loss, gradient norm and the overflow flag come back together.
+    std::vector<at::Tensor> readback = {total.detach().to(at::kDouble).reshape({1}), grad_norm_t.to(total.device()).reshape({1})};
+    if (scaler) readback.push_back(found_inf.to(at::kDouble));
+    const at::Tensor host = at::cat(readback).cpu();
+    double total_value = host[0].item<double>();
+    const double grad_norm = host[1].item<double>();
+    const bool overflow = scaler && host[2].item<double>() != 0;
     // A non-finite loss, or a finite loss with a non-finite gradient, stops before the update: the
-    // weights and the checkpoints stay those of the last good step.
+    // weights and the checkpoints stay those of the last good step. With fp16 an overflow first
+    // skips the step and lowers the loss scale, as torch.amp.GradScaler does.
     auto stop_non_finite = [&](const std::string& what, double value) {
       std::string parts;
       for (auto& [name, part] : losses.parts) parts += str(" ", name, "=", part.item<double>());
@@ -218,19 +248,24 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
                       ". HINT: lower train.schedule.learning_rate or enable train.clip_gradients_norm"));
     };
     if (injected_nan_loss(step, dp.rank())) total_value = std::nan("");
+    const bool skip_for_overflow = overflow && ++overflow_skips <= 50;
+    if (!overflow) overflow_skips = 0;
     // Every rank learns whether any rank's loss is non-finite, so all stop at this step together
     // (otherwise the others would wait for the failed rank at the next collective until the timeout).
-    const int failed_rank = dp.first_failed_rank(!std::isfinite(total_value));
+    const int failed_rank = dp.first_failed_rank(!skip_for_overflow && !std::isfinite(total_value));
     if (failed_rank == dp.rank()) stop_non_finite("loss", total_value);
     if (failed_rank >= 0)
       throw Error(str("the loss of rank ", failed_rank, " is not finite at step ", step,
                       "; training stopped on every rank. The last good checkpoint is ",
                       checkpoints.latest().value_or("(none)"), " (rank ", failed_rank, "'s log has the details)"));
-    total.backward();
-    dp.average_gradients();
-    const double grad_norm = clip_gradients_by_global_norm(params.tensors(), opt_options.clip_gradients_norm);
-    if (!std::isfinite(grad_norm)) stop_non_finite("gradient norm", grad_norm);
-    optimizer.optimizer->step();
+    if (skip_for_overflow) {
+      scaler->update(found_inf);
+      log_debug("fp16 overflow at step ", step, ": step skipped, loss scale now ", scaler->current_scale());
+    } else {
+      if (!std::isfinite(grad_norm)) stop_non_finite("gradient norm", grad_norm);
+      optimizer.optimizer->step();
+      if (scaler) scaler->update(found_inf);
+    }
     ++step;
     if (ema) ema->update(*model, step);
     if (first) result.first_loss = total_value;
@@ -264,7 +299,9 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
       }
     }
     std::string summary = str("loss ", total_value);
-    for (auto& [name, value] : losses.parts) summary += str(" ", name, " ", value.item<double>());
+    // The parts are read only on logged steps: each item() is a host sync on the GPU.
+    if (log_now)
+      for (auto& [name, value] : losses.parts) summary += str(" ", name, " ", value.item<double>());
     summary += str(" lr ", lr);
     if (dp.is_main()) progress.report(step, summary, log_now);
     if (checkpoints.due(step) || step == t.num_steps)

@@ -7,7 +7,7 @@
 //   [12, 16)  u32 reserved (0)
 //   [16, 24)  u64 header length H
 //   [24, 24+H) JSON header: step, metadata, payload length, and for every section ("model",
-//             "ema", "rng") a list of [name, dtype, shape, offset, nbytes]; blobs {"optimizer":
+//             "ema", "rng", "loop"; "loop" may be absent in older files) a list of [name, dtype, shape, offset, nbytes]; blobs {"optimizer":
 //             [offset, nbytes]}. Offsets are relative to the payload start.
 //   payload   raw contiguous tensor bytes and blobs
 //   footer    "DSCKEND\0" + u32 CRC32C of every byte before the footer
@@ -49,7 +49,8 @@ constexpr char kMagic[8] = {'D', 'S', 'E', 'G', 'C', 'K', 'P', 'T'};
 constexpr char kFooterMagic[8] = {'D', 'S', 'C', 'K', 'E', 'N', 'D', '\0'};
 constexpr size_t kPrefixBytes = 24;
 constexpr size_t kFooterBytes = 12;
-constexpr const char* kSections[] = {"model", "ema", "rng"};
+constexpr const char* kSections[] = {"model", "ema", "rng", "loop"};
+constexpr size_t kNumSections = 4;
 
 const char* dtype_name(at::ScalarType t) {
   const DtypeCode* d = find_dtype_code(t);
@@ -148,9 +149,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt,
   header["step"] = ckpt.step;
   header["metadata"] = json::parse(ckpt.metadata_json);
   uint64_t offset = 0;
-  const NamedTensors* sections[] = {&ckpt.model, &ckpt.ema, &ckpt.rng};
+  const NamedTensors* sections[] = {&ckpt.model, &ckpt.ema, &ckpt.rng, &ckpt.loop};
   json tensors = json::object();
-  for (size_t s = 0; s < 3; ++s) {
+  for (size_t s = 0; s < kNumSections; ++s) {
     json entries = json::array();
     for (const auto& [name, t] : *sections[s]) {
       DETSEG_CHECK(t.defined(), path, ": tensor '", name, "' in section ", kSections[s],
@@ -263,8 +264,9 @@ Checkpoint read_checkpoint(const std::string& path) {
     };
     ckpt.step = header.at("step").get<int64_t>();
     ckpt.metadata_json = header.at("metadata").dump();
-    NamedTensors* sections[] = {&ckpt.model, &ckpt.ema, &ckpt.rng};
-    for (size_t s = 0; s < 3; ++s) {
+    NamedTensors* sections[] = {&ckpt.model, &ckpt.ema, &ckpt.rng, &ckpt.loop};
+    for (size_t s = 0; s < kNumSections; ++s) {
+      if (!header.at("tensors").contains(kSections[s])) continue;  // "loop" is newer than the format
       for (const auto& e : header.at("tensors").at(kSections[s])) {
         const std::string name = e.at(0).get<std::string>();
         const auto dtype = dtype_from_name(e.at(1).get<std::string>());
@@ -345,18 +347,45 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string&
   DETSEG_CHECK(!bytes.empty(), "load_optimizer_state: the checkpoint holds no optimizer state");
   torch::serialize::InputArchive archive;
   std::istringstream is(bytes);
-  archive.load_from(is);
+  // The state lands on the parameters' device, whatever device wrote it (train on GPU, resume on
+  // CPU and back).
+  std::optional<at::Device> device;
+  for (const auto& group : optimizer.param_groups())
+    if (!group.params().empty()) device = group.params().front().device();
+  archive.load_from(is, device);
   optimizer.load(archive);
 }
 
 NamedTensors rng_states() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return {{"cpu", gen.get_state()}};
+  NamedTensors out;
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    out.emplace_back("cpu", gen.get_state());
+  }
+  // Each GPU's generator too (dropout and sampling on the GPU draw from it), when one was used.
+  if (at::hasCUDA()) {
+    for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(at::getNumGPUs()); ++i) {
+      auto gen = at::globalContext().defaultGenerator(at::Device(at::kCUDA, i));
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      out.emplace_back(str("cuda:", static_cast<int>(i)), gen.get_state());
+    }
+  }
+  return out;
 }
 
 void restore_rng_states(const NamedTensors& states) {
   for (const auto& [name, state] : states) {
+    if (name.rfind("cuda:", 0) == 0) {
+      // A GPU run resumed on a machine without that GPU: the CPU state still makes the data order
+      // and augmentation identical; only GPU-side random draws differ.
+      const int index = std::atoi(name.c_str() + 5);
+      if (!at::hasCUDA() || index >= static_cast<int>(at::getNumGPUs())) continue;
+      auto gen = at::globalContext().defaultGenerator(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index)));
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(state);
+      continue;
+    }
     DETSEG_CHECK(name == "cpu", "checkpoint RNG state '", name, "' is not supported by this build");
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
@@ -383,8 +412,9 @@ Checkpoint capture_training_state(int64_t step, const torch::nn::Module& model,
 }
 
 int64_t restore_training_state(const std::string& path, torch::nn::Module& model,
-                               torch::optim::Optimizer* optimizer, WeightEma* ema) {
+                               torch::optim::Optimizer* optimizer, WeightEma* ema, NamedTensors* loop_state) {
   const Checkpoint c = read_checkpoint(path);
+  if (loop_state) *loop_state = c.loop;
   load_module_state(model, c.model, path);
   if (optimizer && !c.optimizer.empty()) load_optimizer_state(*optimizer, c.optimizer);
   if (ema && !c.ema.empty()) ema->load(c.ema);

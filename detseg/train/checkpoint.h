@@ -23,7 +23,8 @@ struct Checkpoint {
   int64_t step = 0;
   NamedTensors model;                // parameters and buffers, module order
   NamedTensors ema;                  // EMA averages; empty when EMA is off
-  NamedTensors rng;                  // generator states, e.g. {"cpu", uint8 state}
+  NamedTensors rng;                  // generator states: {"cpu", uint8 state}, and "cuda:N" per GPU
+  NamedTensors loop;                 // training-loop state, e.g. the fp16 loss scale
   std::string optimizer;             // torch::serialize archive bytes; empty when not saved
   std::string metadata_json = "{}";  // a small JSON object (config name, version, metrics...)
 };
@@ -64,10 +65,12 @@ class WeightEma;
 Checkpoint capture_training_state(int64_t step, const torch::nn::Module& model,
                                   torch::optim::Optimizer* optimizer, const WeightEma* ema,
                                   std::string metadata_json = "{}");
-// Restores model, optimizer (when given and saved), EMA (when given and saved) and RNG states
-// from `path`; returns the checkpoint's step, from which training continues.
+// Restores model, optimizer (when given and saved), EMA (when given and saved), RNG states and,
+// into *loop_state when given, the loop section from `path`; returns the checkpoint's step, from
+// which training continues. Tensors land on the model's device, whichever device wrote them.
 int64_t restore_training_state(const std::string& path, torch::nn::Module& model,
-                               torch::optim::Optimizer* optimizer, WeightEma* ema);
+                               torch::optim::Optimizer* optimizer, WeightEma* ema,
+                               NamedTensors* loop_state = nullptr);
 // For evaluation and export: the model state, then the EMA averages over it when the checkpoint
 // has them (use_ema). Returns the step.
 int64_t load_weights_for_eval(const std::string& path, torch::nn::Module& model,

@@ -141,21 +141,27 @@ torch::Tensor l2_regularization_loss(const ParameterSelection& params, double we
   return sum * (0.5 * weight_decay);
 }
 
-double clip_gradients_by_global_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+torch::Tensor clip_gradients_by_global_norm_async(const std::vector<torch::Tensor>& params, double max_norm) {
   torch::NoGradGuard no_grad;
-  // One host sync for all parameters (matters on CUDA).
-  std::vector<torch::Tensor> squares;
+  std::vector<torch::Tensor> grads;
   for (const auto& p : params)
-    if (p.grad().defined()) squares.push_back(p.grad().to(torch::kDouble).pow(2).sum());
-  const double norm = squares.empty() ? 0.0 : std::sqrt(torch::stack(squares).sum().item<double>());
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
-    const double scale = max_norm / norm;
-    for (const auto& p : params) {
-      auto g = p.grad();
-      if (g.defined()) g.mul_(scale);
-    }
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return torch::zeros({}, torch::kDouble);
+  std::vector<torch::Tensor> squares;
+  squares.reserve(grads.size());
+  for (const auto& g : grads) squares.push_back(g.to(torch::kDouble).pow(2).sum());
+  torch::Tensor norm = torch::stack(squares).sum().sqrt();
+  if (max_norm > 0) {
+    // factor = max_norm / norm when the norm is finite and above the cap, else 1.
+    const torch::Tensor clip = norm.isfinite().logical_and(norm > max_norm);
+    const torch::Tensor factor = torch::where(clip, max_norm / norm, torch::ones_like(norm));
+    for (auto& g : grads) g.mul_(factor);
   }
   return norm;
+}
+
+double clip_gradients_by_global_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  return clip_gradients_by_global_norm_async(params, max_norm).item<double>();
 }
 
 }  // namespace detseg

@@ -61,6 +61,9 @@ torch::Tensor l2_regularization_loss(const ParameterSelection& params, double we
 // When max_norm > 0 and the norm exceeds it, gradients are scaled by max_norm / norm
 // (tf.clip_by_global_norm). Returns the norm before clipping; a NaN/Inf norm leaves them as is.
 double clip_gradients_by_global_norm(const std::vector<torch::Tensor>& params, double max_norm);
+// The same without a host sync: the norm stays a 0-dim double tensor on the gradients' device and
+// the clipping factor is applied there (the training loop reads the norm with the loss, once).
+torch::Tensor clip_gradients_by_global_norm_async(const std::vector<torch::Tensor>& params, double max_norm);
 
 // The reference divides the summed loss by the number of replicas before differentiating.
 inline torch::Tensor normalize_loss_for_replicas(const torch::Tensor& loss, int64_t num_replicas) {
