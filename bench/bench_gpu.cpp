@@ -9,8 +9,10 @@
 // (scripts/device_check.sh runs all three).
 // Usage: bench_gpu [--device cuda|cpu] [--size 1024] [--seg-size 512] [--batch 8] [--iters 8]
 //                  [--models retinanet,faster_rcnn,mask_rcnn,deeplabv3] [--precisions fp32,bf16]
+//                  [--profile MODEL,...]  (GPU kernel times of those models' fp32 train step)
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 
@@ -23,7 +25,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -45,6 +49,7 @@ struct Args {
   int iters = 8;
   std::vector<std::string> models = {"retinanet", "faster_rcnn", "mask_rcnn", "deeplabv3"};
   std::vector<std::string> precisions = {"fp32", "bf16"};
+  std::vector<std::string> profile;  // models whose fp32 train step is profiled (GPU kernel times)
 };
 
 std::vector<std::string> split(const std::string& text) {
@@ -89,6 +94,40 @@ double time_ms(const std::function<void()>& fn, int iters, const at::Device& dev
   for (int i = 0; i < iters; ++i) fn();
   synchronize(device);
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iters;
+}
+
+// The GPU kernels of `steps` calls of fn: the 25 largest by total time (ms per call) and the total
+// kernel time per call, to set beside the wall time (the gap is host overhead and syncs).
+nlohmann::json profile_kernels(const std::function<void()>& fn, int steps, const at::Device& device) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  const std::set<ActivityType> activities = {ActivityType::CPU, ActivityType::CUDA};
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  for (int i = 0; i < steps; ++i) fn();
+  synchronize(device);
+  const auto result = prof::disableProfiler();
+  std::map<std::string, std::pair<double, int64_t>> kernels;
+  double total_ms = 0;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    const double ms = static_cast<double>(e.durationNs()) / 1e6 / steps;
+    auto& k = kernels[e.name().substr(0, 140)];
+    k.first += ms;
+    k.second += 1;
+    total_ms += ms;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> sorted(kernels.begin(), kernels.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  nlohmann::json top = nlohmann::json::array();
+  for (size_t i = 0; i < sorted.size() && i < 25; ++i)
+    top.push_back({sorted[i].first, sorted[i].second.first, sorted[i].second.second / steps});
+  return {{"kernel_ms_per_step", total_ms}, {"kernels_per_step", [&] {
+             int64_t n = 0;
+             for (auto& [name, k] : kernels) n += k.second;
+             return n / steps;
+           }()}, {"top", top}};
 }
 
 // The peer's batch: `n` random images with the same three boxes (torchvision labels 1, 5 and 18,
@@ -175,6 +214,15 @@ nlohmann::json bench_model(const std::string& name, const std::string& precision
   out["train_ms"] = train_ms;
   out["train_img_s"] = 1000.0 * static_cast<double>(a.batch) / train_ms;
   out["train_peak_mb"] = peak_memory_mb(device);
+  if (precision == "fp32" && std::find(a.profile.begin(), a.profile.end(), name) != a.profile.end())
+    out["train_profile"] = profile_kernels(
+        [&] {
+          detseg::ModelLosses l = model->losses(batch);
+          sgd.zero_grad();
+          l.total.backward();
+          sgd.step();
+        },
+        2, device);
   sgd.zero_grad();
 
   model->eval();
@@ -239,6 +287,7 @@ int main(int argc, char** argv) {
     else if (key == "--iters") a.iters = std::atoi(value.c_str());
     else if (key == "--models") a.models = split(value);
     else if (key == "--precisions") a.precisions = split(value);
+    else if (key == "--profile") a.profile = split(value);
     else {
       std::fprintf(stderr, "bench_gpu: unknown option %s\n", key.c_str());
       return 2;

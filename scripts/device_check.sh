@@ -57,7 +57,7 @@ say() { echo "$*" | tee -a "$log"; }
 if [[ $mode == dry ]]; then
   bench_args=(--size 128 --seg-size 64 --batch 2 --iters 1 --device cpu)
 else
-  bench_args=(--size 1024 --seg-size 512 --batch 8 --iters 8 --device cuda)
+  bench_args=(--size 1024 --seg-size 512 --batch 8 --iters 8 --device cuda --profile retinanet,faster_rcnn)
 fi
 # DEVICE_CHECK_BENCH="--models retinanet --iters 3" (say) narrows the benchmark for a quick run.
 read -r -a extra <<< "${DEVICE_CHECK_BENCH:-}"

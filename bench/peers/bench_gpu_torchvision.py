@@ -49,6 +49,26 @@ def reset_peak(device):
         torch.cuda.reset_peak_memory_stats(device)
 
 
+def profile_kernels(fn, steps, device):
+    """bench_gpu's profile_kernels: the 25 largest GPU kernels (ms per step, calls per step)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn()
+        synchronize(device)
+    kernels = {}
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        k = kernels.setdefault(e.name[:140], [0.0, 0])
+        k[0] += e.device_time / 1000.0 / steps
+        k[1] += 1
+    top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:25]
+    return {"kernel_ms_per_step": sum(k[0] for k in kernels.values()),
+            "kernels_per_step": sum(k[1] for k in kernels.values()) // steps,
+            "top": [[name, k[0], k[1] // steps] for name, k in top]}
+
+
 def build(name, size):
     torch.manual_seed(0)
     if name == "deeplabv3":
@@ -101,6 +121,8 @@ def bench(name, precision, args, device):
     out["train_ms"] = time_ms(train_step, args.iters, device)
     out["train_img_s"] = 1000.0 * args.batch / out["train_ms"]
     out["train_peak_mb"] = peak_mb(device)
+    if precision == "fp32" and name in args.profile.split(",") and device.type == "cuda":
+        out["train_profile"] = profile_kernels(train_step, 2, device)
     opt.zero_grad(set_to_none=True)
     model.eval()
     reset_peak(device)
@@ -138,6 +160,7 @@ def main():
     p.add_argument("--iters", type=int, default=8)
     p.add_argument("--models", default="retinanet,faster_rcnn,mask_rcnn,deeplabv3")
     p.add_argument("--precisions", default="fp32,bf16")
+    p.add_argument("--profile", default="")
     args = p.parse_args()
     device = torch.device(args.device)
     torch.backends.cudnn.benchmark = True

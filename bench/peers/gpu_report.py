@@ -32,6 +32,18 @@ def main():
                 speedup = by_precision["fp32"][phase + "_ms"] / by_precision["bf16"][phase + "_ms"]
                 report["ratios"][f"{model}/bf16_speedup/{phase}"] = speedup
                 print(f"{model} {phase}: bf16 is {speedup:.2f}x as fast as fp32")
+    for model, by_precision in ours.get("results", {}).items():
+        o = by_precision.get("fp32", {}).get("train_profile")
+        t = peer.get("results", {}).get(model, {}).get("fp32", {}).get("train_profile")
+        if not o:
+            continue
+        print(f"{model} fp32 train step GPU kernels: detseg {o['kernel_ms_per_step']:.1f} ms in "
+              f"{o['kernels_per_step']} kernels" + (f", torchvision {t['kernel_ms_per_step']:.1f} ms in "
+                                                      f"{t['kernels_per_step']} kernels" if t else ""))
+        for name, ms, calls in o["top"][:12]:
+            print(f"   detseg {ms:8.2f} ms {calls:5d}x  {name[:100]}")
+        for name, ms, calls in (t or {}).get("top", [])[:12]:
+            print(f"   tv     {ms:8.2f} ms {calls:5d}x  {name[:100]}")
     for op, ms in ours.get("ops", {}).items():
         t = peer.get("ops", {}).get(op)
         report["ratios"]["ops/" + op] = ms / t if t else None
