@@ -1,6 +1,7 @@
 // Implements: `detseg train`: load the config, train (resuming from --model-dir), then evaluate the
 // final weights on eval_input when it is set.
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/commands.h"
 #include "detseg/config/config.h"
@@ -9,6 +10,7 @@
 #include "detseg/core/threads.h"
 #include "detseg/dist/launch.h"
 #include "detseg/dist/process_group.h"
+#include "detseg/engine/device.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/train_loop.h"
 
@@ -16,8 +18,14 @@ namespace detseg::cli {
 
 int run_train(const TrainArgs& args) {
   PipelineConfig config = load_config(args.config, args.overrides);
-  // --nproc N: this process only launches N workers (this same command line) and waits.
-  if (args.nproc > 1 && !dist::is_launched_worker()) return dist::launch_local_workers(args.nproc);
+  // --nproc N: this process only launches N workers (this same command line) and waits. Without
+  // --nproc, a run on the GPU (device auto or cuda, not cuda:N) takes every visible GPU, one worker
+  // each, as torchrun --nproc_per_node=gpu would; each worker's LOCAL_RANK picks its GPU.
+  int nproc = args.nproc;
+  if (nproc == 0 && !dist::is_launched_worker() && std::getenv("WORLD_SIZE") == nullptr &&
+      (config.device == "auto" || config.device == "cuda") && resolve_device(config.device).is_cuda())
+    nproc = visible_gpu_count();
+  if (nproc > 1 && !dist::is_launched_worker()) return dist::launch_local_workers(nproc);
   if (int threads = dist::launched_worker_threads(); threads > 0) set_threads(threads);
   TrainResult result = train_model(config, args.model_dir);
   // Data-parallel: every rank waits for rank 0's final checkpoint, evaluates its shard, and rank 0

@@ -13,7 +13,7 @@ struct TrainArgs {
   std::string config;
   std::string model_dir;
   std::vector<std::string> overrides;  // --set key=value
-  int nproc = 1;                       // local data-parallel workers
+  int nproc = 0;                       // local data-parallel workers (0: one per visible GPU on a CUDA device, else 1)
 };
 
 struct EvalArgs {

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   train_app->add_option("--config", train.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
   train_app->add_option("--model-dir", train.model_dir, "Where checkpoints, logs and the resolved config go")->required();
   add_overrides(train_app, train.overrides);
-  train_app->add_option("--nproc", train.nproc, "Local data-parallel worker processes")->check(CLI::PositiveNumber);
+  train_app->add_option("--nproc", train.nproc, "Local data-parallel worker processes (default: one per visible GPU when training on the GPU, else 1)")->check(CLI::PositiveNumber);
   train_app->callback([&] { run = [&] { return run_train(train); }; });
 
   EvalArgs eval;

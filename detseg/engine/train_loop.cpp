@@ -98,6 +98,8 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   model->train();
   std::unique_ptr<LossScaler> scaler;
   if (t.mixed_precision == "fp16") scaler = std::make_unique<LossScaler>(device);
+  if (t.mixed_precision == "fp16" && device.is_cpu())
+    log_warn("train.mixed_precision fp16 on the CPU is slow (LibTorch has no fast fp16 CPU convolutions); bf16 is the CPU's");
 
   OptimizerOptions opt_options = t.optimizer;
   for (const auto& m : model_gradient_multipliers(config)) opt_options.multipliers.push_back(m);
