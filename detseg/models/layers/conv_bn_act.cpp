@@ -136,12 +136,8 @@ class FrozenNormConv : public torch::autograd::Function<FrozenNormConv> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &weight = saved[1], &scale = saved[2];
-    // Under autocast the forward convolved in the gradient's type (bf16/fp16); so does the backward
-    // (cuDNN wants one type), and the weight's gradient returns in the weight's type.
-    const at::ScalarType compute = grads[0].scalar_type();
-    const at::Tensor x = saved[0].to(compute);
-    const at::Tensor folded = (weight * scale.view({-1, 1, 1, 1})).to(compute);
+    const at::Tensor &x = saved[0], &weight = saved[1], &scale = saved[2];
+    const at::Tensor folded = weight * scale.view({-1, 1, 1, 1});
     const std::array<int64_t, 1> bias_size = {folded.size(0)};
     const std::array<int64_t, 2> no_output_padding = {0, 0};
     auto [dx, dfolded, dshift] = at::convolution_backward(
@@ -149,7 +145,7 @@ class FrozenNormConv : public torch::autograd::Function<FrozenNormConv> {
         ctx->saved_data["padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(), false,
         at::IntArrayRef(no_output_padding), ctx->saved_data["groups"].toInt(),
         {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(3)});
-    const at::Tensor dweight = dfolded.defined() ? dfolded.to(weight.scalar_type()) * scale.view({-1, 1, 1, 1}) : at::Tensor();
+    const at::Tensor dweight = dfolded.defined() ? dfolded * scale.view({-1, 1, 1, 1}) : at::Tensor();
     return {dx, dweight, at::Tensor(), dshift, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
