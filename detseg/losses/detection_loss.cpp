@@ -5,12 +5,16 @@
 
 #include "detseg/losses/focal_loss.h"
 #include "detseg/losses/huber_loss.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
-DetectionLosses detection_loss(const at::Tensor& cls_logits, const at::Tensor& box_regression,
+DetectionLosses detection_loss(const at::Tensor& cls_logits_in, const at::Tensor& box_regression_in,
                                const at::Tensor& cls_targets, const at::Tensor& box_targets,
                                const DetectionLossOptions& options) {
+  // fp32 under autocast: a bf16 num_positives would not even count past 256 exactly.
+  const at::Tensor cls_logits = upcast_low_precision(cls_logits_in);
+  const at::Tensor box_regression = upcast_low_precision(box_regression_in);
   TORCH_CHECK(cls_logits.dim() == 3, "detection_loss: cls_logits must be [N, A, K], got ",
               cls_logits.sizes());
   TORCH_CHECK(box_regression.dim() == 3 && box_regression.size(2) == 4 &&

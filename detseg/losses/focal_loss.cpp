@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "detseg/core/error.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
@@ -83,12 +84,13 @@ struct FocalDenseFunction : public torch::autograd::Function<FocalDenseFunction>
 
 }  // namespace
 
-at::Tensor focal_loss_elementwise(const at::Tensor& logits, const at::Tensor& targets,
+at::Tensor focal_loss_elementwise(const at::Tensor& logits_in, const at::Tensor& targets,
                                   const FocalLossOptions& options) {
-  TORCH_CHECK(logits.sizes() == targets.sizes(), "focal_loss: logits ", logits.sizes(),
+  TORCH_CHECK(logits_in.sizes() == targets.sizes(), "focal_loss: logits ", logits_in.sizes(),
               " and targets ", targets.sizes(), " differ in shape");
-  TORCH_CHECK(logits.is_floating_point(), "focal_loss: logits must be floating point, got ",
-              logits.scalar_type());
+  TORCH_CHECK(logits_in.is_floating_point(), "focal_loss: logits must be floating point, got ",
+              logits_in.scalar_type());
+  const at::Tensor logits = upcast_low_precision(logits_in);  // fp32 under autocast
   const at::Tensor z = targets.to(logits.scalar_type());
   const double gamma = options.gamma();
   const double alpha = options.alpha();
@@ -108,11 +110,14 @@ at::Tensor focal_loss_elementwise(const at::Tensor& logits, const at::Tensor& ta
 
 at::Tensor focal_loss(const at::Tensor& logits, const at::Tensor& targets,
                       const at::Tensor& normalizer, const FocalLossOptions& options) {
-  return focal_loss_elementwise(logits, targets, options).sum() / normalizer;
+  return focal_loss_elementwise(logits, targets, options).sum() / upcast_low_precision(normalizer);
 }
 
-at::Tensor focal_loss_dense(const at::Tensor& logits, const at::Tensor& labels,
-                            const at::Tensor& normalizer, const FocalLossOptions& options) {
+at::Tensor focal_loss_dense(const at::Tensor& logits_in, const at::Tensor& labels,
+                            const at::Tensor& normalizer_in, const FocalLossOptions& options) {
+  // fp32 under autocast: bf16/fp16 logits take the float path (the fused one on the CPU).
+  const at::Tensor logits = upcast_low_precision(logits_in);
+  const at::Tensor normalizer = upcast_low_precision(normalizer_in);
   TORCH_CHECK(logits.dim() >= 1 && labels.dim() == logits.dim() - 1 &&
                   labels.sizes() == logits.sizes().slice(0, logits.dim() - 1),
               "focal_loss_dense: labels ", labels.sizes(), " must equal logits ", logits.sizes(),
@@ -120,7 +125,9 @@ at::Tensor focal_loss_dense(const at::Tensor& logits, const at::Tensor& labels,
   TORCH_CHECK(!labels.is_floating_point(), "focal_loss_dense: labels must be integer, got ",
               labels.scalar_type());
   const int64_t num_classes = logits.size(-1);
-  if (labels.numel() > 0) {
+  // The range check reads the labels on the host: CPU only, so a device training step does not
+  // synchronise here (out-of-range labels there count as background in the one-hot).
+  if (labels.numel() > 0 && host_value_checks(labels)) {
     const int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
     TORCH_CHECK(hi < num_classes && lo >= -2, "focal_loss_dense: labels must lie in [-2, ",
                 num_classes - 1, "], got [", lo, ", ", hi, "]");
@@ -134,8 +141,10 @@ at::Tensor focal_loss_dense(const at::Tensor& logits, const at::Tensor& labels,
   return focal_loss_dense_composite(logits, labels, normalizer, options);
 }
 
-at::Tensor focal_loss_dense_composite(const at::Tensor& logits, const at::Tensor& labels,
-                                      const at::Tensor& normalizer, const FocalLossOptions& options) {
+at::Tensor focal_loss_dense_composite(const at::Tensor& logits_in, const at::Tensor& labels,
+                                      const at::Tensor& normalizer_in, const FocalLossOptions& options) {
+  const at::Tensor logits = upcast_low_precision(logits_in);
+  const at::Tensor normalizer = upcast_low_precision(normalizer_in);
   const int64_t num_classes = logits.size(-1);
   // One-hot with negative labels giving an all-zero row, like tf.one_hot.
   const at::Tensor classes = at::arange(num_classes, labels.options());

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "detseg/core/error.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 namespace {
@@ -16,14 +17,16 @@ at::Tensor div_maybe_zero(const at::Tensor& total, const at::Tensor& count) {
   return at::where(count > 0, total / count.clamp_min(1), at::zeros_like(total));
 }
 
-// [n] source indices of an aligned-corners nearest resize from `in` to `out` samples.
-at::Tensor nearest_aligned_index(int64_t in, int64_t out) {
+// [n] source indices of an aligned-corners nearest resize from `in` to `out` samples, made on
+// `device` (a host-built index would be a blocking host-to-device copy per call):
+// min(in - 1, round(i x scale)) in float32, round() halves away from zero as std::round. For
+// v = i x scale >= 0, v - floor(v) is exact in float, so floor(v) + (frac >= 0.5) is std::round(v).
+at::Tensor nearest_aligned_index(int64_t in, int64_t out, const at::Device& device) {
   const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
-  at::Tensor idx = at::empty({out}, at::kLong);
-  auto a = idx.accessor<int64_t, 1>();
-  for (int64_t i = 0; i < out; ++i)
-    a[i] = std::min<int64_t>(in - 1, static_cast<int64_t>(std::round(static_cast<float>(i) * scale)));
-  return idx;
+  const at::Tensor v = at::arange(out, at::TensorOptions().dtype(at::kFloat).device(device)) * scale;
+  const at::Tensor down = at::floor(v);
+  const at::Tensor rounded = down + ((v - down) >= 0.5).to(at::kFloat);
+  return rounded.to(at::kLong).clamp_max(in - 1);
 }
 
 }  // namespace
@@ -39,13 +42,14 @@ int64_t hard_mining_num_pixels(int64_t num_pixels, double top_k_percent_pixels, 
 at::Tensor resize_labels_nearest(const at::Tensor& labels, int64_t height, int64_t width) {
   TORCH_CHECK(labels.dim() == 3, "resize_labels_nearest: labels must be [N, H, W], got ", labels.sizes());
   if (labels.size(1) == height && labels.size(2) == width) return labels;
-  const at::Tensor rows = nearest_aligned_index(labels.size(1), height).to(labels.device());
-  const at::Tensor cols = nearest_aligned_index(labels.size(2), width).to(labels.device());
+  const at::Tensor rows = nearest_aligned_index(labels.size(1), height, labels.device());
+  const at::Tensor cols = nearest_aligned_index(labels.size(2), width, labels.device());
   return labels.index_select(1, rows).index_select(2, cols);
 }
 
-at::Tensor softmax_cross_entropy_loss(const at::Tensor& logits, const at::Tensor& labels,
+at::Tensor softmax_cross_entropy_loss(const at::Tensor& logits_in, const at::Tensor& labels,
                                       const SegmentationLossOptions& options, int64_t global_step) {
+  const at::Tensor logits = upcast_low_precision(logits_in);  // fp32 under autocast
   TORCH_CHECK(logits.dim() == 4 && labels.dim() == 3 && logits.size(0) == labels.size(0),
               "segmentation loss: logits must be [N, K, h, w] and labels [N, H, W], got ", logits.sizes(), " and ",
               labels.sizes());
@@ -60,7 +64,9 @@ at::Tensor softmax_cross_entropy_loss(const at::Tensor& logits, const at::Tensor
 
   const at::Tensor valid = scaled_labels != ignore;
   const at::Tensor bad = valid & ((scaled_labels < 0) | (scaled_labels >= num_classes));
-  if (bad.any().item<bool>()) {
+  // Reads a value on the host: CPU only, so the device step does not synchronise here (there,
+  // cross_entropy's kernel asserts on a label outside [0, K)).
+  if (host_value_checks(bad) && bad.any().item<bool>()) {
     const int64_t value = scaled_labels.masked_select(bad)[0].item<int64_t>();
     DETSEG_CHECK(false, "segmentation loss: label ", value, " is outside [0, ", num_classes,
                  ") and is not the ignore label ", ignore);

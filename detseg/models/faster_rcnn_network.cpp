@@ -13,6 +13,7 @@
 #include "detseg/ops/conv_transpose.h"
 #include "detseg/ops/roi_align.h"
 #include "detseg/structures/boxes.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
@@ -139,6 +140,11 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
   // P2..P5 (the pooled P6 is for the RPN only, as in torchvision).
   const int64_t num_levels = std::min<int64_t>(4, static_cast<int64_t>(features.size()));
   const int64_t k = rois.size(0);
+  // Under autocast the maps are bf16/fp16; the pooling runs in fp32 and hands back the maps'
+  // dtype, as torchvision's roi_align does under autocast (and the CPU kernels take float/double
+  // only). No-ops for fp32 maps.
+  const auto map_dtype = features[0].scalar_type();
+  auto fp32 = [](const at::Tensor& t) { return upcast_low_precision(t); };
   if (options.c4()) {
     // The reference's crop_and_resize on boxes normalised by the image, then max-pooling.
     if (k == 0) return at::zeros({0, features[0].size(1), c4_pooled_size(), c4_pooled_size()}, features[0].options());
@@ -146,7 +152,7 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
     cr.crop_size = {options.initial_crop_size(), options.initial_crop_size()};
     at::Tensor boxes = xyxy_to_normalized_yxyx(rois.slice(1, 1, 5), static_cast<double>(image_hw[0]),
                                                static_cast<double>(image_hw[1]));
-    at::Tensor crops = crop_and_resize(features[0], boxes, rois.select(1, 0).to(at::kInt), cr);
+    at::Tensor crops = crop_and_resize(fp32(features[0]), boxes, rois.select(1, 0).to(at::kInt), cr).to(map_dtype);
     const int64_t kk = options.maxpool_kernel_size(), ks = options.maxpool_stride();
     return at::max_pool2d(crops, {kk, kk}, {ks, ks});
   }
@@ -157,7 +163,7 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
   ro.aligned = false;
   if (num_levels == 1) {
     ro.spatial_scale = 0.25;
-    return roi_align(features[0], rois, ro);
+    return roi_align(fp32(features[0]), rois, ro).to(map_dtype);
   }
   at::Tensor out = at::zeros({k, features[0].size(1), size, size}, features[0].options());
   at::Tensor levels = fpn_roi_levels(rois.slice(1, 1, 5), 2, 1 + num_levels);
@@ -165,7 +171,7 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
     at::Tensor idx = (levels == l + 2).nonzero().squeeze(1);
     if (idx.numel() == 0) continue;
     ro.spatial_scale = 1.0 / static_cast<double>(int64_t{4} << l);
-    out.index_copy_(0, idx, roi_align(features[static_cast<size_t>(l)], rois.index_select(0, idx), ro));
+    out.index_copy_(0, idx, roi_align(fp32(features[static_cast<size_t>(l)]), rois.index_select(0, idx), ro).to(map_dtype));
   }
   return out;
 }

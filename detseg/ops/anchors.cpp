@@ -103,4 +103,20 @@ at::Tensor grid_anchors(const GridAnchorOptions& o, int64_t feature_height, int6
   return tile(cy, cx, h, w);
 }
 
+DeviceCachedTensor::DeviceCachedTensor(at::Tensor cpu_value) {
+  DETSEG_CHECK(!cpu_value.defined() || cpu_value.device().is_cpu(),
+               "DeviceCachedTensor: expected a CPU tensor, got one on ", cpu_value.device());
+  state_->cpu = std::move(cpu_value);
+}
+
+at::Tensor DeviceCachedTensor::on(const at::Device& device) const {
+  if (device.is_cpu() || !state_->cpu.defined()) return state_->cpu;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (const auto& kv : state_->copies)
+    if (kv.first == device) return kv.second;
+  at::Tensor copy = state_->cpu.to(device);
+  state_->copies.emplace_back(device, copy);
+  return copy;
+}
+
 }  // namespace detseg

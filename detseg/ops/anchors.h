@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -45,5 +47,27 @@ struct GridAnchorOptions {
 // column x, then a = ratio_index * len(scales) + scale_index. Returns [H * W * A, 4] xyxy.
 at::Tensor grid_anchors(const GridAnchorOptions& options, int64_t feature_height,
                         int64_t feature_width);
+
+// A constant tensor made on the CPU (anchors) and its copies on other devices, each made once.
+// Anchors are not module buffers, so model->to(device) leaves them on the CPU; on(device) hands
+// out a copy on the features' device without re-copying it every step. Copies of this object
+// share the cache; on() is thread-safe.
+class DeviceCachedTensor {
+ public:
+  DeviceCachedTensor() = default;
+  explicit DeviceCachedTensor(at::Tensor cpu_value);
+  const at::Tensor& cpu() const { return state_->cpu; }
+  bool defined() const { return state_ && state_->cpu.defined(); }
+  // The value on `device` (the CPU tensor itself for the CPU).
+  at::Tensor on(const at::Device& device) const;
+
+ private:
+  struct State {
+    at::Tensor cpu;
+    std::mutex mutex;
+    std::vector<std::pair<at::Device, at::Tensor>> copies;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
 
 }  // namespace detseg

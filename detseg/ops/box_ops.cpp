@@ -77,8 +77,10 @@ std::pair<Boxes, at::Tensor> prune_completely_outside_window(const Boxes& boxes,
 
 at::Tensor scale_boxes(const at::Tensor& boxes, double y_scale, double x_scale) {
   check_boxes(boxes, "scale_boxes");
-  auto s = at::tensor({x_scale, y_scale, x_scale, y_scale}, boxes.options());
-  return boxes * s;
+  // Column by column with host scalars: a 4-element tensor made on an accelerator would be a
+  // blocking host-to-device copy per call (same values: each column times the same factor).
+  auto u = boxes.unbind(1);
+  return at::stack({u[0] * x_scale, u[1] * y_scale, u[2] * x_scale, u[3] * y_scale}, 1);
 }
 
 at::Tensor to_normalized_coordinates(const at::Tensor& boxes, double height, double width) {
@@ -98,9 +100,10 @@ at::Tensor change_coordinate_frame(const at::Tensor& boxes, const Window& w) {
   check_window(w, "change_coordinate_frame");
   double ww = w[2] - w[0], wh = w[3] - w[1];
   DETSEG_CHECK(ww > 0 && wh > 0, "change_coordinate_frame: window has no area");
-  auto origin = at::tensor({w[0], w[1], w[0], w[1]}, boxes.options());
-  auto size = at::tensor({ww, wh, ww, wh}, boxes.options());
-  return (boxes - origin) / size;
+  // Host scalars per column, as scale_boxes (no per-call host-to-device copy).
+  auto u = boxes.unbind(1);
+  return at::stack({(u[0] - w[0]) / ww, (u[1] - w[1]) / wh, (u[2] - w[0]) / ww, (u[3] - w[1]) / wh},
+                   1);
 }
 
 std::pair<Boxes, int64_t> pad_or_clip(const Boxes& boxes, int64_t count) {

@@ -4,6 +4,7 @@
 #include "detseg/core/error.h"
 #include "detseg/ops/matcher.h"
 #include "detseg/ops/nms.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
@@ -32,12 +33,19 @@ MinedLosses mine_hard_examples(const at::Tensor& loc, const at::Tensor& cls,
       case HardMiningLoss::kLocalization: rank = loc[b]; break;
       case HardMiningLoss::kBoth: rank = cls[b] * o.cls_loss_weight + loc[b] * o.loc_loss_weight;
     }
-    at::Tensor sel = nms(boxes[b].detach(), rank.detach(), o.iou_threshold);
+    // The selection is a sequential host algorithm (greedy NMS, then a running count): its inputs
+    // are copied to the CPU once per image, it runs there, and only the chosen indices go back to
+    // the losses' device (one copy each way instead of a sync per step).
+    // (bf16/fp16 inputs are upcast: the CPU NMS runs on float or double.)
+    const at::Tensor boxes_c = upcast_low_precision(boxes[b].detach()).to(at::kCPU);
+    const at::Tensor rank_c = upcast_low_precision(rank.detach()).to(at::kCPU);
+    at::Tensor sel = nms(boxes_c, rank_c, o.iou_threshold);
     if (o.num_hard_examples > 0) sel = sel.slice(0, 0, o.num_hard_examples);
     if (!matches.empty()) {
-      const auto& m = matches[b];
-      DETSEG_CHECK(m.dim() == 1 && m.size(0) == n, "mine_hard_examples: image ", b,
-                   " has a match of shape ", m.sizes(), " for ", n, " anchors");
+      const auto& m_in = matches[b];
+      DETSEG_CHECK(m_in.dim() == 1 && m_in.size(0) == n, "mine_hard_examples: image ", b,
+                   " has a match of shape ", m_in.sizes(), " for ", n, " anchors");
+      const at::Tensor m = m_in.to(at::kCPU);
       auto msel = m.index_select(0, sel);
       auto pos = msel >= 0, neg = msel == kMatchUnmatched;
       const int64_t num_pos = pos.sum().item<int64_t>();
@@ -54,8 +62,9 @@ MinedLosses mine_hard_examples(const at::Tensor& loc, const at::Tensor& cls,
       out.num_positives.push_back((msel >= 0).sum().item<int64_t>());
       out.num_negatives.push_back(sel.size(0) - out.num_positives.back());
     }
-    loc_sel.push_back(loc[b].index_select(0, sel.to(loc.device())));
-    cls_sel.push_back(cls[b].index_select(0, sel.to(cls.device())));
+    sel = sel.to(loc.device());
+    loc_sel.push_back(loc[b].index_select(0, sel));
+    cls_sel.push_back(cls[b].index_select(0, sel));
     out.selected.push_back(sel);
   }
   out.location_loss = batch ? at::cat(loc_sel).sum() : at::zeros({}, loc.options());

@@ -27,7 +27,7 @@ struct HardExampleMinerOptions {
 struct MinedLosses {
   at::Tensor location_loss;        // scalar: sum of the selected anchors' localization losses
   at::Tensor classification_loss;  // scalar: same for classification (both differentiable)
-  std::vector<at::Tensor> selected;  // per image int64 [S] anchor indices
+  std::vector<at::Tensor> selected;  // per image int64 [S] anchor indices, on the losses' device
   std::vector<int64_t> num_positives, num_negatives;  // per image (with matches)
 };
 

@@ -2,6 +2,7 @@
 #include "detseg/ops/matcher.h"
 
 #include "detseg/core/error.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
@@ -11,7 +12,8 @@ at::Tensor argmax_match(const at::Tensor& sim, const ArgMaxMatcherOptions& o,
                sim.defined() ? sim.sizes() : at::IntArrayRef{});
   DETSEG_CHECK(at::isFloatingType(sim.scalar_type()), "argmax_match: expected floating similarity, got ",
                sim.scalar_type());
-  DETSEG_CHECK(sim.numel() == 0 || !at::isnan(sim).any().item<bool>(),
+  // NaN scan on CPU only (on an accelerator it would synchronise every matching call).
+  DETSEG_CHECK(sim.numel() == 0 || !host_value_checks(sim) || !at::isnan(sim).any().item<bool>(),
                "argmax_match: similarity contains NaN");
   const double matched = o.matched_threshold.value_or(0.0);
   const double unmatched = o.unmatched_threshold.value_or(matched);
@@ -22,11 +24,13 @@ at::Tensor argmax_match(const at::Tensor& sim, const ArgMaxMatcherOptions& o,
   auto long_opts = sim.options().dtype(at::kLong);
   if (m == 0) return at::full({n}, kMatchUnmatched, long_opts);
   at::Tensor s = sim;
+  const at::Tensor valid =
+      valid_rows.defined() ? valid_rows.to(sim.device(), at::kBool) : at::Tensor();
   if (valid_rows.defined()) {
     DETSEG_CHECK(valid_rows.dim() == 1 && valid_rows.size(0) == m,
                  "argmax_match: expected valid_rows [", m, "], got ", valid_rows.sizes());
     // Invalid rows can never win a column.
-    s = at::where(valid_rows.to(at::kBool).unsqueeze(1), sim,
+    s = at::where(valid.unsqueeze(1), sim,
                   at::full({}, -std::numeric_limits<double>::infinity(), sim.options()));
   }
   auto best = s.max(0);  // first maximal row on ties
@@ -45,22 +49,14 @@ at::Tensor argmax_match(const at::Tensor& sim, const ArgMaxMatcherOptions& o,
   }
   if (o.force_match_for_each_row && n > 0) {
     auto col_of_row = std::get<1>(s.max(1));  // [M], first maximal column on ties
-    // A column claimed by several rows goes to the lowest row: scatter in reverse row order so the
-    // lowest row is written last (index_put_ with accumulate=false keeps the last write on CPU).
+    // A column claimed by several rows goes to the lowest row: a scatter with "amin" (order
+    // independent, so deterministic on every device, and no copy to the host).
     auto rows = at::arange(m, long_opts);
-    if (valid_rows.defined()) {
-      auto keep = valid_rows.to(at::kBool).nonzero().view(-1);
-      rows = rows.index_select(0, keep);
-    }
-    auto rev = rows.flip(0);
-    auto cols = col_of_row.index_select(0, rev);
-    auto cpu_match = match.to(at::kCPU);
-    auto cols_c = cols.to(at::kCPU), rows_c = rev.to(at::kCPU);
-    auto* mp = cpu_match.data_ptr<int64_t>();
-    const auto* cp = cols_c.data_ptr<int64_t>();
-    const auto* rp = rows_c.data_ptr<int64_t>();
-    for (int64_t k = 0; k < cols_c.size(0); ++k) mp[cp[k]] = rp[k];
-    match = cpu_match.to(sim.device());
+    if (valid_rows.defined()) rows = rows.index_select(0, valid.nonzero().view(-1));
+    auto cols = col_of_row.index_select(0, rows);
+    auto claimed = at::full({n}, m, long_opts).scatter_reduce(0, cols, rows, "amin",
+                                                              /*include_self=*/true);
+    match = at::where(claimed < m, claimed, match);
   }
   return match;
 }
@@ -76,7 +72,8 @@ at::Tensor gather_by_match(const at::Tensor& rows, const at::Tensor& match,
   auto g = ignored_value.to(rows.options()).expand(row_shape).unsqueeze(0);
   // Row 0 = ignored, row 1 = unmatched, row k + 2 = rows[k]; match + 2 indexes it directly.
   auto table = at::cat({g, u, rows}, 0);
-  DETSEG_CHECK(match.numel() == 0 ||
+  // Range check on CPU only; on an accelerator index_select itself asserts on a bad index.
+  DETSEG_CHECK(match.numel() == 0 || !host_value_checks(match) ||
                    (match.min().item<int64_t>() >= -2 && match.max().item<int64_t>() < rows.size(0)),
                "gather_by_match: match values must be in [-2, ", rows.size(0), ")");
   return table.index_select(0, match + 2);

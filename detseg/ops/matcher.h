@@ -28,7 +28,9 @@ struct ArgMaxMatcherOptions {
 
 // similarity: [M rows (ground truth), N columns (anchors)] -> match int64 [N]. With M == 0 every
 // column is unmatched. Argmax ties go to the lowest row index. valid_rows: optional bool [M];
-// invalid rows (padding) never match. NaN similarities throw detseg::Error.
+// invalid rows (padding) never match. NaN similarities throw detseg::Error on CPU tensors (the
+// scan is skipped on accelerators, where it would synchronise every call). No host loop: the
+// forced per-row match is a scatter on the similarity's device.
 at::Tensor argmax_match(const at::Tensor& similarity, const ArgMaxMatcherOptions& options,
                         const at::Tensor& valid_rows = {});
 

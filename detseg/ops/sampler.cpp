@@ -37,7 +37,14 @@ struct Picked {
 
 Picked pick(const at::Tensor& indicator, const at::Tensor& labels, const BalancedSamplerOptions& o,
             c10::optional<at::Generator> gen) {
-  auto cpu_ind = indicator.to(at::kCPU), cpu_lab = labels.to(at::kCPU);
+  // A sequential host algorithm (randperm subsets): the inputs come to the CPU in one copy (one
+  // device sync), the mask goes back to the input's device in mask_of.
+  at::Tensor cpu_ind = indicator, cpu_lab = labels;
+  if (!indicator.device().is_cpu() || !labels.device().is_cpu()) {
+    const at::Tensor both = at::stack({indicator, labels.to(indicator.device())}).to(at::kCPU);
+    cpu_ind = both[0];
+    cpu_lab = both[1];
+  }
   auto positives = cpu_ind & cpu_lab, negatives = cpu_ind & cpu_lab.logical_not();
   Picked p;
   if (o.batch_size) {

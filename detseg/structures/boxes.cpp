@@ -2,6 +2,7 @@
 #include "detseg/structures/boxes.h"
 
 #include "detseg/core/error.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
@@ -11,7 +12,9 @@ void check_boxes(const at::Tensor& t, const char* what) {
                t.sizes());
   DETSEG_CHECK(at::isFloatingType(t.scalar_type()), what, ": expected floating boxes, got ",
                t.scalar_type());
-  DETSEG_CHECK(t.numel() == 0 || !at::isnan(t).any().item<bool>(), what,
+  // The NaN scan reads a value on the host: CPU only, so the device training path does not
+  // synchronise on every box operation (see host_value_checks).
+  DETSEG_CHECK(t.numel() == 0 || !host_value_checks(t) || !at::isnan(t).any().item<bool>(), what,
                ": boxes contain NaN");
 }
 

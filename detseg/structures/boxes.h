@@ -58,7 +58,8 @@ at::Tensor xyxy_to_cxcywh(const at::Tensor& xyxy);
 at::Tensor normalized_yxyx_to_xyxy(const at::Tensor& yxyx, double height, double width);
 at::Tensor xyxy_to_normalized_yxyx(const at::Tensor& xyxy, double height, double width);
 
-// Throws a detseg::Error naming `what` unless t is a floating tensor [N, 4] without NaN.
+// Throws a detseg::Error naming `what` unless t is a floating tensor [N, 4] without NaN (the NaN
+// scan runs on CPU tensors only: on an accelerator it would synchronise the device).
 void check_boxes(const at::Tensor& t, const char* what);
 
 }  // namespace detseg

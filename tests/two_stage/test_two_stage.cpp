@@ -8,6 +8,7 @@
 
 #include "peer_python.h"
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <ATen/autocast_mode.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -568,6 +569,86 @@ TEST(TwoStage, PasteMasksFillsTheBox) {
   const int64_t area = pasted.sum().item<int64_t>();
   EXPECT_GE(area, 10 * 20);
   EXPECT_LE(area, 12 * 22);
+}
+
+// Under autocast the heads' outputs are bf16: the losses must still be computed (and returned) in
+// fp32, with the values of the fp32 computation on the same (bf16-rounded) predictions.
+TEST(TwoStage, LossesOfBf16PredictionsAreFp32) {
+  FasterRcnnOptions o;
+  o.num_classes = 2;
+  o.image_size = 64;
+  auto model = small_model(o, /*masks=*/true, /*mask_pool=*/1);
+  model->train();
+  auto [batch, p] = hand_case();
+  for (at::Tensor* t : {&p.rpn_objectness, &p.rpn_box_encodings, &p.class_predictions_with_background,
+                        &p.refined_box_encodings, &p.mask_logits})
+    *t = t->to(at::kBFloat16);
+  detseg::FasterRcnnPredictions rounded = p;
+  for (at::Tensor* t : {&rounded.rpn_objectness, &rounded.rpn_box_encodings,
+                        &rounded.class_predictions_with_background, &rounded.refined_box_encodings,
+                        &rounded.mask_logits})
+    *t = t->to(at::kFloat);
+  const detseg::ModelLosses low = model->loss(p, batch);
+  const detseg::ModelLosses ref = model->loss(rounded, batch);
+  ASSERT_EQ(low.parts.size(), ref.parts.size());
+  for (size_t i = 0; i < low.parts.size(); ++i) {
+    EXPECT_EQ(low.parts[i].second.scalar_type(), at::kFloat) << low.parts[i].first;
+    EXPECT_NEAR(low.parts[i].second.item<double>(), ref.parts[i].second.item<double>(),
+                1e-2 * std::abs(ref.parts[i].second.item<double>()) + 1e-6)
+        << low.parts[i].first;
+  }
+  EXPECT_EQ(low.total.scalar_type(), at::kFloat);
+}
+
+// Sets CPU autocast to bf16 for its lifetime (what a CUDA run does with the CUDA autocast).
+struct CpuAutocastBf16 {
+  CpuAutocastBf16() {
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  }
+  ~CpuAutocastBf16() {
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    at::autocast::clear_cache();
+  }
+};
+
+TEST(TwoStage, TrainStepAndDetectUnderBf16Autocast) {
+  FasterRcnnOptions o;
+  o.num_classes = 3;
+  o.image_size = 64;
+  o.second_stage_batch_size = 16;
+  auto model = small_model(o, /*masks=*/true);
+  const at::Tensor gt = at::tensor({4.f, 6.f, 40.f, 30.f, 30.f, 20.f, 62.f, 60.f}).view({2, 4});
+  Batch batch = make_batch(64, gt, at::tensor({0, 2}, at::kLong), 2);
+  batch.masks = at::zeros({2, 2, 64, 64}, at::kByte);
+  batch.masks.select(1, 0).slice(1, 6, 30).slice(2, 4, 40).fill_(1);
+  batch.masks.select(1, 1).slice(1, 20, 60).slice(2, 30, 62).fill_(1);
+  model->train();
+  {
+    CpuAutocastBf16 autocast;
+    const detseg::ModelLosses l = model->losses(batch);
+    for (const auto& [name, value] : l.parts) {
+      EXPECT_EQ(value.scalar_type(), at::kFloat) << name;
+      EXPECT_TRUE(std::isfinite(value.item<double>())) << name;
+    }
+    ASSERT_EQ(l.total.scalar_type(), at::kFloat);
+    l.total.backward();
+  }
+  int64_t with_grad = 0;
+  for (const auto& param : model->parameters())
+    if (param.grad().defined()) {
+      ++with_grad;
+      EXPECT_EQ(param.grad().scalar_type(), param.scalar_type());
+      EXPECT_TRUE(at::isfinite(param.grad()).all().item<bool>());
+    }
+  EXPECT_GT(with_grad, 0);
+  model->eval();
+  at::NoGradGuard no_grad;
+  CpuAutocastBf16 autocast;
+  for (const detseg::Boxes& d : model->detect(batch)) {
+    EXPECT_EQ(d.boxes.scalar_type(), at::kFloat);
+    EXPECT_EQ(d.scores.scalar_type(), at::kFloat);
+  }
 }
 
 }  // namespace

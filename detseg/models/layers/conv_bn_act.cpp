@@ -140,11 +140,21 @@ class FrozenNormConv : public torch::autograd::Function<FrozenNormConv> {
     const at::Tensor folded = weight * scale.view({-1, 1, 1, 1});
     const std::array<int64_t, 1> bias_size = {folded.size(0)};
     const std::array<int64_t, 2> no_output_padding = {0, 0};
+    // Under autocast the forward's conv ran in bf16/fp16 (its inputs cast by the autocast
+    // dispatch), so the incoming gradient is in that precision while x, weight and scale are the
+    // fp32 originals; backward runs outside autocast, so the same casts are made here, and each
+    // gradient goes back to its input's dtype. No-ops when everything is fp32.
+    const auto dt = grads[0].scalar_type();
+    const at::Tensor x_dt = x.scalar_type() == dt ? x : x.to(dt);
+    const at::Tensor folded_dt = folded.scalar_type() == dt ? folded : folded.to(dt);
     auto [dx, dfolded, dshift] = at::convolution_backward(
-        grads[0], x, folded, at::IntArrayRef(bias_size), ctx->saved_data["stride"].toIntVector(),
+        grads[0], x_dt, folded_dt, at::IntArrayRef(bias_size), ctx->saved_data["stride"].toIntVector(),
         ctx->saved_data["padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(), false,
         at::IntArrayRef(no_output_padding), ctx->saved_data["groups"].toInt(),
         {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(3)});
+    if (dx.defined() && dx.scalar_type() != x.scalar_type()) dx = dx.to(x.scalar_type());
+    if (dfolded.defined() && dfolded.scalar_type() != weight.scalar_type()) dfolded = dfolded.to(weight.scalar_type());
+    if (dshift.defined() && dshift.scalar_type() != scale.scalar_type()) dshift = dshift.to(scale.scalar_type());
     const at::Tensor dweight = dfolded.defined() ? dfolded * scale.view({-1, 1, 1, 1}) : at::Tensor();
     return {dx, dweight, at::Tensor(), dshift, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "detseg/structures/tensor_utils.h"
+
 namespace detseg {
 namespace {
 
@@ -32,14 +34,19 @@ class ReplicaSumFunction : public torch::autograd::Function<ReplicaSumFunction> 
 
 }  // namespace
 
-at::Tensor sync_batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+at::Tensor sync_batch_norm(const at::Tensor& x_in, const at::Tensor& weight, const at::Tensor& bias,
                            at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps,
                            const ReplicaSum& sum) {
-  TORCH_CHECK(x.dim() == 4, "sync_batch_norm: expected [N, C, H, W], got ", x.sizes());
+  TORCH_CHECK(x_in.dim() == 4, "sync_batch_norm: expected [N, C, H, W], got ", x_in.sizes());
+  // Statistics in fp32 under autocast: a bf16 count or sum of squares loses the batch statistics
+  // (bf16 holds integers exactly only up to 256). The output returns to x's precision.
+  const at::Tensor x = upcast_low_precision(x_in);
   const int64_t c = x.size(1);
   const at::Tensor count = at::full({1}, static_cast<double>(x.numel() / c), x.options());
   at::Tensor local = at::cat({x.sum({0, 2, 3}), (x * x).sum({0, 2, 3}), count});
   at::Tensor global = ReplicaSumFunction::apply(local, reinterpret_cast<int64_t>(&sum));
+  // One host read per layer; the all-reduce above has already synchronised (it goes through the
+  // process group), so this adds no stall of its own.
   const double n = global[2 * c].item<double>();
   TORCH_CHECK(n > 1, "sync_batch_norm: the global batch has ", n, " values per channel; need more than 1");
   at::Tensor mean = global.narrow(0, 0, c) / n;
@@ -50,7 +57,8 @@ at::Tensor sync_batch_norm(const at::Tensor& x, const at::Tensor& weight, const 
     running_var.mul_(1 - momentum).add_(var.detach() * (n / (n - 1)), momentum);
   }
   at::Tensor scale = at::rsqrt(var + eps) * weight;
-  return (x - mean.view({1, c, 1, 1})) * scale.view({1, c, 1, 1}) + bias.view({1, c, 1, 1});
+  return ((x - mean.view({1, c, 1, 1})) * scale.view({1, c, 1, 1}) + bias.view({1, c, 1, 1}))
+      .to(x_in.scalar_type());
 }
 
 }  // namespace detseg

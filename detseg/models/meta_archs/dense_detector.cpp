@@ -4,6 +4,7 @@
 #include "detseg/data/example.h"
 #include "detseg/ops/box_coder.h"
 #include "detseg/ops/nms.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
@@ -13,7 +14,7 @@ DenseDetectorImpl::DenseDetectorImpl(DenseDetectorOptions options, std::shared_p
   for (auto& child : network_->named_children()) register_module(child.key(), child.value());
   options_.anchors.image_height = options_.image_size;
   options_.anchors.image_width = options_.image_size;
-  anchors_ = multilevel_anchors(options_.anchors);
+  anchors_ = DeviceCachedTensor(multilevel_anchors(options_.anchors));
   level_sizes_ = level_sizes(options_.anchors);
 }
 
@@ -21,8 +22,12 @@ std::pair<at::Tensor, at::Tensor> DenseDetectorImpl::targets(const Batch& batch)
   const int64_t batch_size = batch.size();
   std::vector<at::Tensor> cls(batch_size), box(batch_size);
   const int64_t per_location = anchors_per_location(options_.anchors);
+  // Targets are made on the ground truth's device (the anchors' copy there is cached).
+  const at::Tensor anchors = anchors_.on(batch.boxes.device());
+  // num_boxes is a host tensor (see Batch); to(kCPU) is a no-op then and keeps the reads free.
+  const at::Tensor num_boxes = batch.num_boxes.to(at::kCPU);
   for (int64_t b = 0; b < batch_size; ++b) {
-    const int64_t n = batch.num_boxes[b].item<int64_t>();
+    const int64_t n = num_boxes[b].item<int64_t>();
     at::Tensor gt_boxes = batch.boxes[b].slice(0, 0, n).to(at::kFloat);
     at::Tensor gt_classes = batch.classes[b].slice(0, 0, n);
     if (batch.iscrowd.defined() && n > 0) {
@@ -31,7 +36,7 @@ std::pair<at::Tensor, at::Tensor> DenseDetectorImpl::targets(const Batch& batch)
       gt_boxes = gt_boxes.index({keep});
       gt_classes = gt_classes.index({keep});
     }
-    DenseTargets t = label_anchors(anchors_, level_sizes_, per_location, gt_boxes, gt_classes, options_.labeler);
+    DenseTargets t = label_anchors(anchors, level_sizes_, per_location, gt_boxes, gt_classes, options_.labeler);
     std::vector<at::Tensor> level_cls, level_box;
     for (size_t l = 0; l < t.cls_targets.size(); ++l) {
       level_cls.push_back(t.cls_targets[l].reshape({-1}));
@@ -94,12 +99,13 @@ Boxes DenseDetectorImpl::postprocess(const at::Tensor& cls_logits, const at::Ten
     std::tie(scores, classes) = cls_logits.max(1);
     anchor_index = at::arange(cls_logits.size(0), classes.options());
   }
-  scores = scores.sigmoid();
+  // fp32 scores (and decoded boxes) even when the head ran in bf16/fp16 under autocast.
+  scores = upcast_low_precision(scores).sigmoid();
   at::Tensor keep = scores >= post.score_threshold;
   scores = scores.index({keep});
   classes = classes.index({keep});
   anchor_index = anchor_index.index({keep});
-  at::Tensor anchors = anchors_.to(box_regression.device()).index_select(0, anchor_index);
+  at::Tensor anchors = anchors_.on(box_regression.device()).index_select(0, anchor_index);
   at::Tensor boxes = decode_boxes(box_regression.index_select(0, anchor_index).to(at::kFloat), anchors);
   // Keep predictions inside the valid (unpadded) image region.
   boxes = at::stack({boxes.select(1, 0).clamp(0, valid_width), boxes.select(1, 1).clamp(0, valid_height),

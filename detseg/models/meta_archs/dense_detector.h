@@ -51,14 +51,16 @@ class DenseDetectorImpl : public DetectorImpl {
   // Detections of one image from raw outputs, in network-input pixels (before mapping back).
   Boxes postprocess(const at::Tensor& cls_logits, const at::Tensor& box_regression,
                     int64_t valid_height, int64_t valid_width) const;
-  const at::Tensor& anchors() const { return anchors_; }
+  // The anchors on the CPU; anchors_on(device) hands out a copy cached per device.
+  const at::Tensor& anchors() const { return anchors_.cpu(); }
+  at::Tensor anchors_on(const at::Device& device) const { return anchors_.on(device); }
   const DenseDetectorOptions& options() const { return options_; }
 
  private:
   DenseDetectorOptions options_;
   std::shared_ptr<torch::nn::Module> network_;
   NetworkForward forward_;
-  at::Tensor anchors_;  // [A, 4] xyxy for an image_size x image_size input
+  DeviceCachedTensor anchors_;  // [A, 4] xyxy for an image_size x image_size input (CPU + copies)
   std::vector<std::pair<int64_t, int64_t>> level_sizes_;
 
   void check_input(const Batch& batch) const;

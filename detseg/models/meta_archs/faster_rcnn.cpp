@@ -16,6 +16,7 @@
 #include "detseg/ops/roi_align.h"
 #include "detseg/ops/sampler.h"
 #include "detseg/ops/target_assigner.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
@@ -55,8 +56,15 @@ at::Tensor image_rois(const at::Tensor& boxes, int64_t b) {
   return at::cat({at::full({boxes.size(0), 1}, static_cast<double>(b), boxes.options()), boxes}, 1);
 }
 
+// In fp32 whatever precision the heads ran in (autocast): losses are summed in float.
 at::Tensor elementwise_bce(const at::Tensor& logits, const at::Tensor& targets) {
-  return at::binary_cross_entropy_with_logits(logits, targets, {}, {}, at::Reduction::None);
+  const at::Tensor x = upcast_low_precision(logits);
+  return at::binary_cross_entropy_with_logits(x, targets.to(x.scalar_type()), {}, {}, at::Reduction::None);
+}
+
+// A 0-dim int64 zero (the background label) made directly on `device`.
+at::Tensor long_zero(const at::Device& device) {
+  return at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device));
 }
 
 }  // namespace
@@ -88,11 +96,12 @@ int64_t FasterRcnnImpl::max_num_proposals() const {
   return options_.first_stage_max_proposals;
 }
 
-at::Tensor FasterRcnnImpl::anchors_for(const std::vector<std::array<int64_t, 2>>& level_sizes) {
+at::Tensor FasterRcnnImpl::anchors_for(const std::vector<std::array<int64_t, 2>>& level_sizes,
+                                       const at::Device& device) {
   std::vector<int64_t> key;
   for (const auto& hw : level_sizes) key.insert(key.end(), hw.begin(), hw.end());
   auto it = anchor_cache_.find(key);
-  if (it != anchor_cache_.end()) return it->second;
+  if (it != anchor_cache_.end()) return it->second.on(device);
   std::vector<at::Tensor> levels;
   const std::vector<int64_t> strides = network->strides();
   for (size_t l = 0; l < level_sizes.size(); ++l) {
@@ -105,9 +114,9 @@ at::Tensor FasterRcnnImpl::anchors_for(const std::vector<std::array<int64_t, 2>>
     g.anchor_offset = {0, 0};  // torchvision: cell (y, x) centred at (y * s, x * s)
     levels.push_back(grid_anchors(g, level_sizes[l][0], level_sizes[l][1]));
   }
-  at::Tensor anchors = at::cat(levels);
+  DeviceCachedTensor anchors(at::cat(levels));
   anchor_cache_[key] = anchors;
-  return anchors;
+  return anchors.on(device);
 }
 
 void FasterRcnnImpl::check_input(const Batch& batch) const {
@@ -120,6 +129,7 @@ void FasterRcnnImpl::check_input(const Batch& batch) const {
 FasterRcnnImpl::GroundTruth FasterRcnnImpl::ground_truth(const Batch& batch, int64_t b) const {
   GroundTruth gt;
   DETSEG_CHECK(batch.boxes.defined() && batch.num_boxes.defined(), "faster_rcnn: the batch has no ground truth");
+  // num_boxes is a host tensor (see Batch): reading it does not synchronise a device.
   const int64_t n = batch.num_boxes[b].item<int64_t>();
   gt.boxes = batch.boxes[b].slice(0, 0, n).to(at::kFloat);
   gt.classes = batch.classes[b].slice(0, 0, n);
@@ -147,7 +157,7 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   std::vector<std::array<int64_t, 2>> sizes;
   for (size_t l = 0; l < p.features.size(); ++l) sizes.push_back({p.features[l].size(2), p.features[l].size(3)});
   const auto device = batch.images.device();
-  p.anchors = anchors_for(sizes).to(device);
+  p.anchors = anchors_for(sizes, device);
   DETSEG_CHECK(p.anchors.size(0) == objectness.size(1), "faster_rcnn: ", p.anchors.size(0), " anchors for ",
                objectness.size(1), " RPN outputs");
 
@@ -165,12 +175,14 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   p.raw_proposal_boxes =
       decode_boxes(p.rpn_box_encodings.detach().index_select(1, p.anchor_indices), used_anchors,
                    coder(o.first_stage_box_coder_scales));
-  p.raw_proposal_scores = p.rpn_objectness.detach().index_select(1, p.anchor_indices).sigmoid();
+  // fp32 proposals and scores whatever precision the RPN head ran in (decode_boxes upcasts too).
+  p.raw_proposal_scores =
+      upcast_low_precision(p.rpn_objectness.detach().index_select(1, p.anchor_indices)).sigmoid();
 
   const int64_t max_proposals = max_num_proposals();
   p.proposal_boxes = at::zeros({batch_size, max_proposals, 4}, p.raw_proposal_boxes.options());
   p.proposal_scores = at::zeros({batch_size, max_proposals}, p.raw_proposal_boxes.options());
-  p.num_proposals = at::zeros({batch_size}, at::kLong);
+  p.num_proposals = at::zeros({batch_size}, at::kLong);  // host counts, read without a device sync
   const bool sample = training && num_stages >= 2 && !o.hard_example_miner;
   for (int64_t b = 0; b < batch_size; ++b) {
     const double h = batch.image_sizes[b][0].item<double>(), w = batch.image_sizes[b][1].item<double>();
@@ -195,7 +207,7 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
         prop_scores = at::cat({prop_scores, at::ones({gt.boxes.size(0)}, prop_scores.options())});
       }
       AssignedTargets t = assign_targets(prop_boxes, gt.boxes.to(device), gt.classes.to(device) + 1,
-                                         at::zeros({}, at::kLong).to(device), second_stage_assigner(o));
+                                         long_zero(device), second_stage_assigner(o));
       BalancedSamplerOptions so;
       so.positive_fraction = o.second_stage_balance_fraction;
       so.batch_size = o.second_stage_batch_size;
@@ -216,10 +228,11 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   for (int64_t b = 0; b < batch_size; ++b) {
     const int64_t n = p.num_proposals[b].item<int64_t>();
     per_image.push_back(p.proposal_boxes[b].slice(0, 0, n));
-    rows.push_back(at::arange(b * max_proposals, b * max_proposals + n, at::kLong));
+    rows.push_back(at::arange(b * max_proposals, b * max_proposals + n,
+                              at::TensorOptions().dtype(at::kLong).device(device)));
   }
   const at::Tensor rois = boxes_to_rois(per_image);
-  const at::Tensor row_index = at::cat(rows).to(device);
+  const at::Tensor row_index = at::cat(rows);
   at::Tensor region_features =
       network->box_classifier_features(network->roi_features(p.features, rois, network->options.box_pool_size()));
   // C4: the mask head reads these layer4 features wherever it runs on the proposals (training, or
@@ -241,7 +254,8 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
   const auto& o = options_;
   const int64_t batch_size = batch.images.size(0);
   const auto device = batch.images.device();
-  const auto fopts = p.rpn_objectness.options();
+  // Losses accumulate in fp32 on the predictions' device, even for bf16/fp16 heads (autocast).
+  const auto fopts = p.rpn_objectness.options().dtype(at::kFloat);
   ModelLosses result;
 
   // ---- first stage ----
@@ -255,13 +269,14 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
   for (int64_t b = 0; b < batch_size; ++b) {
     GroundTruth gt = ground_truth(batch, b);
     const int64_t m = gt.boxes.size(0);
-    AssignedTargets t = assign_targets(used_anchors, gt.boxes.to(device), at::ones({m}, at::kLong).to(device),
-                                       at::zeros({}, at::kLong).to(device), first_stage_assigner(o));
+    AssignedTargets t = assign_targets(used_anchors, gt.boxes.to(device),
+                                       at::ones({m}, at::TensorOptions().dtype(at::kLong).device(device)),
+                                       long_zero(device), first_stage_assigner(o));
     at::Tensor positive = t.match >= 0;
     at::Tensor sampled = sample_balanced(t.cls_weights > 0, positive, rpn_sampler).to(fopts);
     at::Tensor normalizer = sampled.sum().clamp_min(1.0);
     at::Tensor obj = p.rpn_objectness[b].index_select(0, p.anchor_indices);
-    at::Tensor enc = p.rpn_box_encodings[b].index_select(0, p.anchor_indices);
+    at::Tensor enc = upcast_low_precision(p.rpn_box_encodings[b].index_select(0, p.anchor_indices));
     rpn_obj = rpn_obj + (elementwise_bce(obj, positive.to(fopts)) * sampled).sum() / normalizer;
     at::Tensor loc = huber_loss_elementwise(enc, t.reg_targets, 1.0).sum(1);
     rpn_loc = rpn_loc + (loc * sampled * t.reg_weights).sum() / normalizer;
@@ -284,7 +299,7 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
     GroundTruth gt = ground_truth(batch, b);
     at::Tensor proposals = p.proposal_boxes[b].slice(0, 0, n);
     AssignedTargets t = assign_targets(proposals, gt.boxes.to(device), gt.classes.to(device) + 1,
-                                       at::zeros({}, at::kLong).to(device), second_stage_assigner(o));
+                                       long_zero(device), second_stage_assigner(o));
     matches.push_back(at::cat({t.match, at::full({max_proposals - n}, kMatchUnmatched, t.match.options())}));
     decoded.push_back(p.proposal_boxes[b]);
     at::Tensor pad = at::zeros({max_proposals - n}, fopts);
@@ -295,11 +310,11 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
     }
     // Each proposal's loss / (num_proposals * batch_size): the reference's normaliser.
     const double normalizer = static_cast<double>(n * batch_size);
-    at::Tensor logits = cls[b].slice(0, 0, n);
+    at::Tensor logits = upcast_low_precision(cls[b].slice(0, 0, n));
     at::Tensor ce = o.second_stage_sigmoid
                         ? elementwise_bce(logits, at::one_hot(t.cls_targets, k1).to(fopts)).sum(1)
                         : at::cross_entropy_loss(logits, t.cls_targets, {}, at::Reduction::None);
-    at::Tensor codes = enc[b].slice(0, 0, n);
+    at::Tensor codes = upcast_low_precision(enc[b].slice(0, 0, n));
     // Box loss on the target class's encoding only.
     at::Tensor picked = codes.size(1) == 1
                             ? codes.select(1, 0)
@@ -345,7 +360,7 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
       at::Tensor classes = pos, target = at::zeros({0}, fopts);
       if (n > 0 && gt.boxes.size(0) > 0) {
         AssignedTargets t = assign_targets(boxes[b], gt.boxes.to(device), gt.classes.to(device) + 1,
-                                           at::zeros({}, at::kLong).to(device), second_stage_assigner(o));
+                                           long_zero(device), second_stage_assigner(o));
         pos = (t.match >= 0).nonzero().squeeze(1);
         classes = t.cls_targets.index_select(0, pos);
         // Ground-truth masks cropped to each proposal (normalised to the padded image) and
@@ -411,6 +426,7 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
     }
     const double h = batch.image_sizes[b][0].item<double>(), w = batch.image_sizes[b][1].item<double>();
     at::Tensor logits = p.class_predictions_with_background.slice(0, b * max_proposals, b * max_proposals + n).detach();
+    logits = upcast_low_precision(logits);  // fp32 scores under autocast
     at::Tensor scores = (o.second_stage_sigmoid ? logits.sigmoid() : logits.softmax(1)).slice(1, 1);
     at::Tensor codes = p.refined_box_encodings.slice(0, b * max_proposals, b * max_proposals + n).detach();
     // codes [n, K, 4] against proposals [n, 4]: decode as [K, n, 4].
@@ -427,7 +443,7 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
       at::Tensor mask_input = p.box_classifier_features.defined()
                                   ? p.box_classifier_features.slice(0, first_row, first_row + n)
                                   : network->mask_features(p.features, image_rois(proposals, b));
-      masks = network->mask_logits(mask_input).detach().sigmoid().slice(1, 1);
+      masks = upcast_low_precision(network->mask_logits(mask_input).detach()).sigmoid().slice(1, 1);
     }
     first_row += n;
     Boxes d = multiclass_nms(boxes, scores, nms, masks);
@@ -435,14 +451,16 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
       // Three stages: features re-cropped at the final boxes for the mask head, which predicts
       // each box's detected class alone.
       const int64_t m = network->mask_size();
-      d.masks = d.size() > 0 ? network->class_mask_logits(network->mask_features(p.features, image_rois(d.boxes, b)), d.classes + 1)
-                                   .detach()
+      d.masks = d.size() > 0 ? upcast_low_precision(network->class_mask_logits(
+                                                        network->mask_features(p.features, image_rois(d.boxes, b)),
+                                                        d.classes + 1)
+                                                        .detach())
                                    .sigmoid()
                              : at::zeros({0, m, m}, proposals.options());
     }
     if (o.output_detection_features) {
       at::Tensor pooled = network->roi_features(p.features, image_rois(d.boxes, b), network->options.box_pool_size());
-      d.set_field("features", pooled.detach().mean({2, 3}));
+      d.set_field("features", upcast_low_precision(pooled.detach()).mean({2, 3}));
     }
     out.push_back(std::move(d));
   }

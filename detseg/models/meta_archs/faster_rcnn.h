@@ -28,6 +28,7 @@
 
 #include "detseg/models/detector.h"
 #include "detseg/models/faster_rcnn_network.h"
+#include "detseg/ops/anchors.h"
 #include "detseg/ops/hard_example_miner.h"
 
 namespace detseg {
@@ -83,7 +84,7 @@ struct FasterRcnnPredictions {
   at::Tensor raw_proposal_scores;    // [B, A'] objectness probabilities before NMS
   at::Tensor proposal_boxes;         // [B, P, 4] absolute network-input pixels, zero padded
   at::Tensor proposal_scores;        // [B, P]
-  at::Tensor num_proposals;          // [B] int64
+  at::Tensor num_proposals;          // [B] int64, a host (CPU) tensor on every device
   // number_of_stages >= 2:
   at::Tensor class_predictions_with_background;  // [B * P, K + 1] logits, background first
   at::Tensor refined_box_encodings;              // [B * P, K, 4] (or [B * P, 1, 4] shared)
@@ -116,15 +117,18 @@ class FasterRcnnImpl : public DetectorImpl {
   // Rows per image of the proposal tensors: second_stage_batch_size when training two or more
   // stages without the hard-example miner, first_stage_max_proposals otherwise.
   int64_t max_num_proposals() const;
-  // Anchors for pyramid maps of these sizes (cached), [A, 4] xyxy, order (level, y, x, anchor).
-  at::Tensor anchors_for(const std::vector<std::array<int64_t, 2>>& level_sizes);
+  // Anchors for pyramid maps of these sizes (cached), [A, 4] xyxy, order (level, y, x, anchor),
+  // on `device` (generated on the CPU once, copied to each device once).
+  at::Tensor anchors_for(const std::vector<std::array<int64_t, 2>>& level_sizes,
+                         const at::Device& device = at::kCPU);
   int64_t stages() const;  // number_of_stages as run now (3 -> 2 in training)
   const FasterRcnnOptions& options() const { return options_; }
   FasterRcnnNetwork network{nullptr};
 
  private:
   FasterRcnnOptions options_;
-  std::map<std::vector<int64_t>, at::Tensor> anchor_cache_;
+  // Keyed by the level sizes; each entry holds the CPU anchors and their per-device copies.
+  std::map<std::vector<int64_t>, DeviceCachedTensor> anchor_cache_;
 
   void check_input(const Batch& batch) const;
   // Ground truth of image b (crowd boxes removed): boxes [M, 4], classes [M], masks [M, H, W] or undefined.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "detseg/core/error.h"
+#include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
@@ -49,7 +50,8 @@ at::Tensor SemanticSegmenterImpl::probabilities(const at::Tensor& image, int64_t
       x = at::upsample_bilinear2d(image, {sh, sw}, /*align_corners=*/true);
     }
     for (int flip = 0; flip < (options_.eval_flip ? 2 : 1); ++flip) {
-      at::Tensor logits = network_->forward(flip ? x.flip({3}) : x);
+      // fp32 probabilities (summed over scales and flips) even under autocast.
+      at::Tensor logits = upcast_low_precision(network_->forward(flip ? x.flip({3}) : x));
       if (flip) logits = logits.flip({3});
       at::Tensor p = at::upsample_bilinear2d(logits, {out_h, out_w}, /*align_corners=*/true).softmax(1);
       sum = sum.defined() ? sum.add_(p) : p;
