@@ -8,7 +8,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef DETSEG_WITH_CUDA
+#ifndef USE_C10D_NCCL  // a CUDA LibTorch's CMake package defines it already
 #define USE_C10D_NCCL
+#endif
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/cuda.h>
 #endif
