@@ -45,8 +45,12 @@ RoiGeometry region_samples(const T* roi, int64_t height, int64_t width, const Ro
   const T bin_h = roi_h / static_cast<T>(ph_n), bin_w = roi_w / static_cast<T>(pw_n);
   RoiGeometry g;
   g.batch = static_cast<int64_t>(roi[0]);
-  g.grid_h = o.sampling_ratio > 0 ? o.sampling_ratio : static_cast<int64_t>(std::ceil(roi_h / ph_n));
-  g.grid_w = o.sampling_ratio > 0 ? o.sampling_ratio : static_cast<int64_t>(std::ceil(roi_w / pw_n));
+  // An inverted region in aligned mode gives a negative adaptive grid: no samples (output 0, as in
+  // torchvision), never a negative sample count.
+  g.grid_h = o.sampling_ratio > 0 ? o.sampling_ratio
+                                  : std::max<int64_t>(0, static_cast<int64_t>(std::ceil(roi_h / ph_n)));
+  g.grid_w = o.sampling_ratio > 0 ? o.sampling_ratio
+                                  : std::max<int64_t>(0, static_cast<int64_t>(std::ceil(roi_w / pw_n)));
   g.count = std::max<int64_t>(g.grid_h * g.grid_w, 1);
   out.resize(static_cast<size_t>(ph_n * pw_n * g.grid_h * g.grid_w));
   size_t k = 0;
