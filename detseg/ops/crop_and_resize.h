@@ -18,7 +18,8 @@ struct CropAndResizeOptions {
 // Sample (i, j) of a crop reads image position y = y1 * (H - 1) + i * (y2 - y1) * (H - 1) /
 // (crop_h - 1) (the box centre when crop_h == 1), likewise x; samples outside [0, H-1] x [0, W-1]
 // get extrapolation_value. y2 < y1 flips the crop. Returns [K, C, crop_h, crop_w]. Gradients flow
-// into `image` (not into boxes).
+// into `image` (not into boxes). A CUDA image runs the CUDA kernels (boxes and indices may be on
+// either device); the result is on the image's device.
 at::Tensor crop_and_resize(const at::Tensor& image, const at::Tensor& boxes,
                            const at::Tensor& box_indices, const CropAndResizeOptions& options);
 

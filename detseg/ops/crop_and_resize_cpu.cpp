@@ -1,4 +1,5 @@
-// Implements: the CPU crop_and_resize kernels (TensorFlow's bilinear crop_and_resize on NCHW).
+// Implements: the crop_and_resize entry points (CUDA tensors go to crop_and_resize_cuda.cu) and the
+// CPU kernels (TensorFlow's bilinear crop_and_resize on NCHW).
 #include <ATen/Parallel.h>
 
 #include <cmath>
@@ -6,6 +7,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/ops/crop_and_resize.h"
+#include "detseg/ops/cuda_kernels.h"
 
 namespace detseg {
 
@@ -35,7 +37,11 @@ std::vector<Tap> taps(float a, float b, int64_t n, int64_t size) {
 }
 
 struct Checked {
-  at::Tensor boxes, indices;  // CPU float boxes, CPU int64 indices
+  at::Tensor boxes, indices;  // float boxes, int64 indices, on the caller's devices
+
+  Checked on_cpu() const {
+    return {boxes.to(at::kCPU).contiguous(), indices.to(at::kCPU).contiguous()};
+  }
 };
 
 Checked check_inputs(at::IntArrayRef image_sizes, const at::Tensor& boxes,
@@ -52,7 +58,7 @@ Checked check_inputs(at::IntArrayRef image_sizes, const at::Tensor& boxes,
                box_indices.defined() ? box_indices.sizes() : at::IntArrayRef{});
   DETSEG_CHECK(o.crop_size.first > 0 && o.crop_size.second > 0, what,
                ": crop size must be positive, got ", o.crop_size.first, "x", o.crop_size.second);
-  Checked c{boxes.to(at::kCPU, at::kFloat).contiguous(), box_indices.to(at::kCPU, at::kLong).contiguous()};
+  Checked c{boxes.to(at::kFloat), box_indices.to(at::kLong)};
   if (boxes.size(0) > 0) {
     DETSEG_CHECK(!at::isnan(c.boxes).any().item<bool>(), what, ": boxes contain NaN");
     DETSEG_CHECK(c.indices.min().item<int64_t>() >= 0 &&
@@ -70,6 +76,8 @@ at::Tensor crop_and_resize_forward(const at::Tensor& image_in, const at::Tensor&
                "crop_and_resize: expected a floating image [B, C, H, W], got ",
                image_in.defined() ? image_in.sizes() : at::IntArrayRef{});
   auto c = check_inputs(image_in.sizes(), boxes, box_indices, o, "crop_and_resize");
+  if (image_in.is_cuda()) return cuda::crop_and_resize_forward(image_in, c.boxes, c.indices, o);
+  c = c.on_cpu();
   auto image = image_in.to(at::kCPU).contiguous();
   const int64_t K = c.boxes.size(0), C = image.size(1), H = image.size(2), W = image.size(3);
   const int64_t CH = o.crop_size.first, CW = o.crop_size.second;
@@ -119,6 +127,9 @@ at::Tensor crop_and_resize_backward(const at::Tensor& grad_in, const at::Tensor&
                    grad_in.size(2) == CH && grad_in.size(3) == CW,
                "crop_and_resize_backward: expected grad [", K, ", ", C, ", ", CH, ", ", CW,
                "], got ", grad_in.sizes());
+  if (grad_in.is_cuda())
+    return cuda::crop_and_resize_backward(grad_in, c.boxes, c.indices, image_sizes, o);
+  c = c.on_cpu();
   auto grad = grad_in.to(at::kCPU).contiguous();
   auto grad_image = at::zeros(image_sizes, grad.options());
   AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "crop_and_resize_backward", [&] {

@@ -18,7 +18,9 @@ namespace detseg {
 // indices int64 [K] in decreasing score order (equal scores: lower index first). Empty input gives
 // an empty result; NaN boxes/scores or mismatched shapes throw detseg::Error.
 // Cost: one sort, then each candidate is tested only against kept boxes in the grid cells it
-// touches (the result is bit-identical to the all-pairs loop). Non-CPU tensors are processed on CPU.
+// touches (the result is bit-identical to the all-pairs loop). CUDA tensors run the CUDA kernel
+// (nms_cuda.cu, torchvision's bitmask algorithm, same result); every op here returns its results on
+// the input's device, and a build without CUDA kernels throws for CUDA tensors.
 at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold);
 
 // NMS done independently per class id (classes: int64 [N], any values), like

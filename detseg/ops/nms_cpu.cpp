@@ -1,5 +1,5 @@
-// Implements: the CPU NMS kernels: greedy NMS with a uniform grid over kept boxes (nms,
-// batched_nms) and soft-NMS.
+// Implements: the NMS entry points (CUDA tensors go to nms_cuda.cu) and the CPU NMS kernels: greedy
+// NMS with a uniform grid over kept boxes (nms, batched_nms) and soft-NMS.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "detseg/core/error.h"
+#include "detseg/ops/cuda_kernels.h"
 #include "detseg/ops/nms.h"
 
 namespace detseg {
@@ -162,6 +163,7 @@ at::Tensor nms(const at::Tensor& boxes_in, const at::Tensor& scores_in, double i
   DETSEG_CHECK(!std::isnan(iou_threshold), "nms: iou_threshold is NaN");
   const auto device = boxes_in.device();
   if (boxes_in.size(0) == 0) return at::empty({0}, boxes_in.options().dtype(at::kLong));
+  if (boxes_in.is_cuda()) return cuda::nms(boxes_in, scores_in, iou_threshold);
   auto boxes = boxes_in.to(at::kCPU).contiguous();
   auto scores = scores_in.to(at::kCPU, boxes.scalar_type()).contiguous();
   auto order = score_order(scores).contiguous();
@@ -190,6 +192,7 @@ at::Tensor batched_nms(const at::Tensor& boxes_in, const at::Tensor& scores_in,
   const auto device = boxes_in.device();
   const int64_t n = boxes_in.size(0);
   if (n == 0) return at::empty({0}, boxes_in.options().dtype(at::kLong));
+  if (boxes_in.is_cuda()) return cuda::batched_nms(boxes_in, scores_in, classes_in, iou_threshold);
   auto boxes = boxes_in.to(at::kCPU).contiguous();
   auto scores = scores_in.to(at::kCPU, boxes.scalar_type()).contiguous();
   auto classes = classes_in.to(at::kCPU, at::kLong).contiguous();
@@ -228,6 +231,7 @@ SoftNmsResult soft_nms(const at::Tensor& boxes_in, const at::Tensor& scores_in,
   check_nms_inputs(boxes_in, scores_in, "soft_nms");
   DETSEG_CHECK(opt.method != SoftNmsMethod::kGaussian || opt.sigma > 0,
                "soft_nms: Gaussian sigma must be > 0, got ", opt.sigma);
+  if (boxes_in.is_cuda()) return cuda::soft_nms(boxes_in, scores_in, opt);
   const auto device = boxes_in.device();
   auto boxes = boxes_in.to(at::kCPU, at::kDouble).contiguous();
   auto scores = scores_in.to(at::kCPU, at::kDouble).contiguous();

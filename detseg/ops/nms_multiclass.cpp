@@ -5,6 +5,58 @@
 
 namespace detseg {
 
+namespace {
+
+// Every (class, row) pair whose score passes the threshold, class-major (class, then row), with its
+// box (clipped, pairs left without area dropped) and score: one gather for all classes instead of
+// a loop of small ops and host syncs per class. Class-major order makes the ties of the stable
+// score sorts below fall as the per-class formulation has them: lower class, then lower row.
+struct Candidates {
+  at::Tensor rows, classes, boxes, scores;
+};
+
+Candidates gather_candidates(const at::Tensor& boxes, const at::Tensor& scores,
+                             const MultiClassNmsOptions& opt) {
+  const int64_t num_classes = scores.size(1);
+  auto pairs = (scores.t() > opt.score_threshold).nonzero();  // [M, 2] (class, row)
+  Candidates c;
+  c.classes = pairs.select(1, 0).contiguous();
+  c.rows = pairs.select(1, 1).contiguous();
+  if (boxes.dim() == 3) {
+    const int64_t box_columns = boxes.size(1);
+    auto column = box_columns > 1 ? c.classes : at::zeros_like(c.classes);
+    c.boxes = boxes.reshape({-1, 4}).index_select(0, c.rows * box_columns + column);
+  } else {
+    c.boxes = boxes.index_select(0, c.rows);
+  }
+  c.scores = scores.reshape({-1}).index_select(0, c.rows * num_classes + c.classes);
+  if (opt.clip_window) {
+    c.boxes = clip_boxes(c.boxes, *opt.clip_window);
+    auto nonempty = (box_area(c.boxes) > 0).nonzero().view(-1);
+    c.rows = c.rows.index_select(0, nonempty);
+    c.classes = c.classes.index_select(0, nonempty);
+    c.boxes = c.boxes.index_select(0, nonempty);
+    c.scores = c.scores.index_select(0, nonempty);
+  }
+  return c;
+}
+
+// Positions of `keep` (candidate indices in decreasing score order) that are among the first
+// `limit` of their class, in the same order; on the candidates' device without a loop over classes.
+at::Tensor first_per_class(const at::Tensor& keep, const at::Tensor& classes, int64_t limit) {
+  const int64_t k = keep.size(0);
+  if (k == 0) return keep;
+  auto kept_classes = classes.index_select(0, keep);
+  auto by_class = std::get<1>(kept_classes.sort(/*stable=*/true, 0, /*descending=*/false));
+  auto sorted_classes = kept_classes.index_select(0, by_class);
+  // Rank within the class: position minus the position where the class's run starts.
+  auto rank = at::arange(k, keep.options()) - at::searchsorted(sorted_classes, sorted_classes);
+  auto taken = std::get<0>(by_class.masked_select(rank < limit).sort());
+  return keep.index_select(0, taken);
+}
+
+}  // namespace
+
 Boxes multiclass_nms(const at::Tensor& boxes, const at::Tensor& scores,
                      const MultiClassNmsOptions& opt, const at::Tensor& masks) {
   DETSEG_CHECK(scores.defined() && scores.dim() == 2, "multiclass_nms: expected scores [N, C], got ",
@@ -26,57 +78,52 @@ Boxes multiclass_nms(const at::Tensor& boxes, const at::Tensor& scores,
   if (masks.defined())
     DETSEG_CHECK(masks.size(0) == n, "multiclass_nms: ", masks.size(0), " masks for ", n, " boxes");
 
-  std::vector<at::Tensor> rows, out_scores, out_classes, out_boxes, out_masks;
-  for (int64_t c = 0; c < num_classes; ++c) {
-    const int64_t q = per_class && boxes.size(1) > 1 ? c : 0;
-    at::Tensor class_boxes = per_class ? boxes.select(1, q) : boxes;
-    at::Tensor class_scores = scores.select(1, c);
-    at::Tensor idx = (class_scores > opt.score_threshold).nonzero().view(-1);
-    at::Tensor b = class_boxes.index_select(0, idx);
-    at::Tensor s = class_scores.index_select(0, idx);
-    if (opt.clip_window) {
-      b = clip_boxes(b, *opt.clip_window);
-      auto nonempty = (box_area(b) > 0).nonzero().view(-1);
-      idx = idx.index_select(0, nonempty);
-      b = b.index_select(0, nonempty);
-      s = s.index_select(0, nonempty);
+  const Candidates c = gather_candidates(boxes, scores, opt);
+  // selected: candidate indices; selected_scores: their (for soft-NMS decayed) scores.
+  at::Tensor selected, selected_scores;
+  if (opt.soft_nms_sigma > 0) {
+    // Soft-NMS is sequential per class: run it on each class's run of the class-major candidates.
+    SoftNmsOptions so;
+    so.method = SoftNmsMethod::kGaussian;
+    so.sigma = opt.soft_nms_sigma;
+    so.iou_threshold = opt.iou_threshold;
+    so.score_threshold = opt.score_threshold;
+    so.max_output = opt.max_per_class > 0 ? opt.max_per_class : -1;
+    auto counts = at::bincount(c.classes, {}, num_classes).cpu();
+    std::vector<at::Tensor> picked, picked_scores;
+    int64_t start = 0;
+    for (int64_t cls = 0; cls < num_classes; ++cls) {
+      const int64_t count = counts[cls].item<int64_t>();
+      auto r = soft_nms(c.boxes.slice(0, start, start + count), c.scores.slice(0, start, start + count),
+                        so);
+      picked.push_back(r.indices + start);
+      picked_scores.push_back(r.scores.to(c.scores.dtype()));
+      start += count;
     }
-    at::Tensor keep;
-    if (opt.soft_nms_sigma > 0) {
-      SoftNmsOptions so;
-      so.method = SoftNmsMethod::kGaussian;
-      so.sigma = opt.soft_nms_sigma;
-      so.iou_threshold = opt.iou_threshold;
-      so.score_threshold = opt.score_threshold;
-      so.max_output = opt.max_per_class > 0 ? opt.max_per_class : -1;
-      auto r = soft_nms(b, s, so);
-      keep = r.indices;
-      s = r.scores.to(s.dtype());
-    } else {
-      keep = nms(b, s, opt.iou_threshold);
-      if (opt.max_per_class > 0) keep = keep.slice(0, 0, opt.max_per_class);
-      s = s.index_select(0, keep);
-    }
-    auto src = idx.index_select(0, keep);
-    rows.push_back(src);
-    out_scores.push_back(s);
-    out_boxes.push_back(b.index_select(0, keep));
-    out_classes.push_back(at::full({src.size(0)}, c, src.options()));
-    if (masks.defined())
-      out_masks.push_back(per_class_masks
-                              ? masks.select(1, masks.size(1) > 1 ? c : 0).index_select(0, src)
-                              : masks.index_select(0, src));
+    selected = at::cat(picked, 0);
+    selected_scores = at::cat(picked_scores, 0);
+  } else {
+    selected = batched_nms(c.boxes, c.scores, c.classes, opt.iou_threshold);
+    if (opt.max_per_class > 0) selected = first_per_class(selected, c.classes, opt.max_per_class);
+    selected_scores = c.scores.index_select(0, selected);
   }
-  Boxes out;
-  at::Tensor all_scores = at::cat(out_scores, 0);
-  at::Tensor order = std::get<1>(all_scores.sort(/*stable=*/true, 0, /*descending=*/true));
+  at::Tensor order =
+      std::get<1>(selected_scores.sort(/*stable=*/true, 0, /*descending=*/true));
   if (opt.max_total > 0) order = order.slice(0, 0, opt.max_total);
-  out.boxes = at::cat(out_boxes, 0).index_select(0, order);
+  const auto picked = selected.index_select(0, order);
+  const auto rows = c.rows.index_select(0, picked);
+  Boxes out;
+  out.boxes = c.boxes.index_select(0, picked);
   if (opt.change_coordinate_frame) out.boxes = change_coordinate_frame(out.boxes, *opt.clip_window);
-  out.scores = all_scores.index_select(0, order);
-  out.classes = at::cat(out_classes, 0).index_select(0, order);
-  if (masks.defined()) out.masks = at::cat(out_masks, 0).index_select(0, order);
-  out.set_field("indices", at::cat(rows, 0).index_select(0, order));
+  out.scores = selected_scores.index_select(0, order);
+  out.classes = c.classes.index_select(0, picked);
+  if (masks.defined()) {
+    if (per_class_masks && masks.size(1) > 1)
+      out.masks = masks.flatten(0, 1).index_select(0, rows * masks.size(1) + out.classes);
+    else
+      out.masks = (per_class_masks ? masks.select(1, 0) : masks).index_select(0, rows);
+  }
+  out.set_field("indices", rows);
   return out;
 }
 

@@ -18,7 +18,8 @@ struct RoiAlignOptions {
 
 // input: [B, C, H, W] float/double; rois: [K, 5] rows (batch index, x1, y1, x2, y2) in input image
 // coordinates. Returns [K, C, out_h, out_w]. Gradients flow into `input` (not into rois).
-// Kernels run on CPU, parallel over regions (forward) and channels (backward).
+// CPU kernels run parallel over regions (forward) and channels (backward); CUDA tensors run the
+// CUDA kernels (float, double, Half, BFloat16), results on the input's device.
 at::Tensor roi_align(const at::Tensor& input, const at::Tensor& rois, const RoiAlignOptions& options);
 // The same with one xyxy box tensor [K_b, 4] per image, like torchvision's list form.
 at::Tensor roi_align(const at::Tensor& input, const std::vector<at::Tensor>& boxes_per_image,

@@ -1,5 +1,6 @@
-// Implements: the CPU RoIAlign kernels (forward parallel over regions, backward parallel over
-// channels so threads never write the same gradient cell), on channels-last copies.
+// Implements: the RoIAlign entry points (CUDA tensors go to roi_align_cuda.cu) and the CPU kernels
+// (forward parallel over regions, backward parallel over channels so threads never write the same
+// gradient cell), on channels-last copies.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "detseg/core/error.h"
+#include "detseg/ops/cuda_kernels.h"
 #include "detseg/ops/roi_align.h"
 
 namespace detseg {
@@ -43,8 +45,12 @@ RoiGeometry region_samples(const T* roi, int64_t height, int64_t width, const Ro
   const T bin_h = roi_h / static_cast<T>(ph_n), bin_w = roi_w / static_cast<T>(pw_n);
   RoiGeometry g;
   g.batch = static_cast<int64_t>(roi[0]);
-  g.grid_h = o.sampling_ratio > 0 ? o.sampling_ratio : static_cast<int64_t>(std::ceil(roi_h / ph_n));
-  g.grid_w = o.sampling_ratio > 0 ? o.sampling_ratio : static_cast<int64_t>(std::ceil(roi_w / pw_n));
+  // An inverted region in aligned mode gives a negative adaptive grid: no samples (output 0, as in
+  // torchvision), never a negative sample count.
+  g.grid_h = o.sampling_ratio > 0 ? o.sampling_ratio
+                                  : std::max<int64_t>(0, static_cast<int64_t>(std::ceil(roi_h / ph_n)));
+  g.grid_w = o.sampling_ratio > 0 ? o.sampling_ratio
+                                  : std::max<int64_t>(0, static_cast<int64_t>(std::ceil(roi_w / pw_n)));
   g.count = std::max<int64_t>(g.grid_h * g.grid_w, 1);
   out.resize(static_cast<size_t>(ph_n * pw_n * g.grid_h * g.grid_w));
   size_t k = 0;
@@ -122,6 +128,7 @@ at::Tensor roi_align_forward(const at::Tensor& input_in, const at::Tensor& rois_
                 W = input_in.size(3);
   const int64_t PH = o.output_size.first, PW = o.output_size.second;
   if (K == 0 || C == 0) return at::zeros({K, C, PH, PW}, input_in.options());
+  if (input_in.is_cuda()) return cuda::roi_align_forward(input_in, rois_in, o);
   auto input = input_in.to(at::kCPU).permute({0, 2, 3, 1}).contiguous();  // [B, H, W, C]
   auto rois = rois_in.to(at::kCPU, input.scalar_type()).contiguous();
   auto output = at::empty({K, C, PH, PW}, input.options());
@@ -172,6 +179,7 @@ at::Tensor roi_align_backward(const at::Tensor& grad_in, const at::Tensor& rois_
                grad_in.sizes());
   const auto device = grad_in.device();
   if (K == 0 || C == 0) return at::zeros(input_sizes, grad_in.options());
+  if (grad_in.is_cuda()) return cuda::roi_align_backward(grad_in, rois_in, input_sizes, o);
   auto grad = grad_in.to(at::kCPU).permute({0, 2, 3, 1}).contiguous();  // [K, PH, PW, C]
   auto rois = rois_in.to(at::kCPU, grad.scalar_type()).contiguous();
   auto grad_input = at::zeros({B, H, W, C}, grad.options());

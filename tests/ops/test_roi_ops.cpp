@@ -69,6 +69,11 @@ TEST(RoiAlign, HandWorkedRamp) {
   // A region entirely outside the map gives zeros; no regions gives [0, C, h, w].
   expect_close(roi_align(ramp(), F({0, 10, 10, 12, 12}, {1, 5}), o), at::zeros({1, 1, 2, 2}));
   EXPECT_EQ(roi_align(ramp(), at::zeros({0, 5}), o).sizes(), (at::IntArrayRef{0, 1, 2, 2}));
+  // An inverted region (x2 < x1, y2 < y1) in aligned mode with an adaptive grid has no samples.
+  o.sampling_ratio = -1;
+  expect_close(roi_align(ramp(), F({0, 3, 3, 1, 0, 0, 3, 1, 1, 3}, {2, 5}), o),
+               at::zeros({2, 1, 2, 2}));
+  o.sampling_ratio = 2;
   // The list form equals the [K, 5] form.
   expect_close(roi_align(ramp(), std::vector<at::Tensor>{F({0, 0, 4, 4}, {1, 4})}, o),
                roi_align(ramp(), rois, o));
