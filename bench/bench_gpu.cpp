@@ -85,11 +85,14 @@ double peak_memory_mb(const at::Device& device) {
   return 0;
 }
 
-// Milliseconds per call after two warm-up calls, the device drained before and after.
+// Milliseconds per call after two warm-up calls, the device drained before and after. The peak
+// memory counter restarts after the warm-ups: cuDNN's algorithm search (benchmark mode) tries
+// workspaces of tens of GB on the first calls, which says nothing about the model.
 double time_ms(const std::function<void()>& fn, int iters, const at::Device& device) {
   fn();
   fn();
   synchronize(device);
+  reset_peak_memory(device);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) fn();
   synchronize(device);
@@ -198,7 +201,6 @@ nlohmann::json bench_model(const std::string& name, const std::string& precision
 
   nlohmann::json out;
   model->train();
-  reset_peak_memory(device);
   const double train_ms = time_ms(
       [&] {
         detseg::ModelLosses l;
@@ -227,7 +229,6 @@ nlohmann::json bench_model(const std::string& name, const std::string& precision
 
   model->eval();
   at::NoGradGuard no_grad;
-  reset_peak_memory(device);
   auto* detector = dynamic_cast<detseg::DetectorImpl*>(model.get());
   auto* segmenter = dynamic_cast<detseg::SegmenterImpl*>(model.get());
   const double infer_ms = time_ms(
