@@ -1,16 +1,18 @@
 // Implements: timing of detseg's COCO evaluation on the shared reference cases, phase by phase
-// (JSON load, evaluate, accumulate, summarize), against pycocotools' timings *recorded* in
-// ../shared/coco_cases/*/ref.json (pycocotools cannot be installed here, so it is not run side by
-// side: the ratios compare this run with figures recorded on the same kind of 2-core machine).
-// Then the whole `detseg coco-eval` process (start-up, JSON loading, evaluation, printing) against
-// pycocotools' recorded loading + evaluate + accumulate + summarize.
+// (JSON load, evaluate, accumulate, summarize) beside pycocotools' timings recorded in
+// ../shared/coco_cases/*/ref.json; then the whole `detseg coco-eval` process against whole
+// pycocotools 2.0.11 and faster-coco-eval 1.8.0 processes run in the same invocation (from the venv,
+// DETSEG_PYTHON), with their 12 stats compared (they must agree within 1e-6).
 // Usage: bench_coco_eval [case ...] [--repeats N] [--threads N] [--detseg PATH]
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -99,8 +101,8 @@ int main(int argc, char** argv) {
   }
   if (cases.empty()) cases = {"case_small", "case_medium", "case_large"};
   if (threads <= 0) threads = hardware_threads();
-  std::printf("detseg COCO eval (bbox), %d threads, best of %d runs. pycocotools figures are the ones\n"
-              "recorded in coco_cases/*/ref.json (not run here: pycocotools cannot be installed).\n\n",
+  std::printf("detseg COCO eval (bbox), %d threads, best of %d runs. The pycocotools figures of this first\n"
+              "table are the ones recorded in coco_cases/*/ref.json; the second table runs the peers.\n\n",
               threads, repeats);
   std::printf("%-12s %8s %8s %8s %8s %9s %9s | %10s %10s | %8s %8s %8s\n", "case", "load", "evaluate", "accum",
               "summ", "whole", "cpu whole", "pycoco e+a", "pycoco all", "x e+a", "x whole", "x cpu");
@@ -131,26 +133,66 @@ int main(int argc, char** argv) {
                 rec.evaluate_accumulate / (best_eval + best_acc), rec.whole / best_whole, rec.whole / best_cpu);
   }
 
-  std::printf("\nwhole `%s coco-eval` process, --threads %d, best of %d (pycocotools: its recorded loading +\n"
-              "evaluate + accumulate + summarize; its process start-up is not included)\n\n",
-              detseg.c_str(), threads, repeats);
-  std::printf("%-12s %9s %9s | %10s | %8s\n", "case", "wall", "cpu", "pycoco all", "x wall");
+  // Whole processes, as a user runs them: `detseg coco-eval` against pycocotools and
+  // faster-coco-eval (bench/peers/coco_eval_peer.py: load, evaluate, accumulate, summarize), each
+  // the best of `repeats`, and their 12 stats compared.
+  std::printf("\nwhole processes, best of %d: `%s --threads %d coco-eval` vs pycocotools and faster-coco-eval\n"
+              "(%s, bench/peers/coco_eval_peer.py); |stats difference| is the largest over the 12 numbers\n\n",
+              repeats, detseg.c_str(), threads, DETSEG_PYTHON);
+  std::printf("%-12s %9s | %9s %8s %10s | %9s %8s %10s\n", "case", "detseg", "pycoco", "x", "|stats d|",
+              "faster", "x", "|stats d|");
+  const std::string tmp = "/tmp/detseg_bench_coco_eval." + std::to_string(getpid());
+  int failures = 0;
   for (const auto& name : cases) {
     const std::string dir = std::string(DETSEG_SHARED_DIR) + "/coco_cases/" + name;
-    ProcessRun best;
-    best.wall = 1e9;
-    for (int r = 0; r < repeats; ++r) {
-      ProcessRun run = run_process({detseg, "--threads", std::to_string(threads), "coco-eval", "--gt",
-                                    dir + "/gt.json", "--dt", dir + "/dt.json"});
-      if (run.status != 0) {
-        std::fprintf(stderr, "%s coco-eval failed on %s (status %d)\n", detseg.c_str(), name.c_str(), run.status);
-        return 1;
+    auto best_of = [&](const std::vector<std::string>& args) {
+      ProcessRun best;
+      best.wall = 1e9;
+      for (int r = 0; r < repeats; ++r) {
+        ProcessRun run = run_process(args);
+        if (run.status != 0) {
+          std::fprintf(stderr, "%s failed on %s (status %d)\n", args[0].c_str(), name.c_str(), run.status);
+          best.status = run.status;
+          return best;
+        }
+        if (run.wall < best.wall) best = run;
       }
-      if (run.wall < best.wall) best = run;
+      return best;
+    };
+    auto stats_of = [](const std::string& file) {
+      std::vector<double> out;
+      JsonDocument doc;
+      load_json(file, doc);
+      for (auto v : doc.root["stats"].get_array()) out.push_back(double(v));
+      return out;
+    };
+    auto max_difference = [](const std::vector<double>& a, const std::vector<double>& b) {
+      if (a.size() != b.size()) return 1e9;
+      double d = 0;
+      for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+      return d;
+    };
+    const ProcessRun ours = best_of({detseg, "--threads", std::to_string(threads), "coco-eval", "--gt", dir + "/gt.json",
+                                     "--dt", dir + "/dt.json", "--json", tmp + ".detseg.json"});
+    const ProcessRun pycoco = best_of({DETSEG_PYTHON, DETSEG_SOURCE_DIR "/bench/peers/coco_eval_peer.py", "pycocotools",
+                                       dir + "/gt.json", dir + "/dt.json", tmp + ".pycoco.json"});
+    const ProcessRun faster = best_of({DETSEG_PYTHON, DETSEG_SOURCE_DIR "/bench/peers/coco_eval_peer.py",
+                                       "faster-coco-eval", dir + "/gt.json", dir + "/dt.json", tmp + ".faster.json"});
+    if (ours.status != 0 || pycoco.status != 0 || faster.status != 0) {
+      ++failures;
+      continue;
     }
-    Recorded rec = recorded(dir);
-    std::printf("%-12s %9.4f %9.4f | %10.3f | %7.1fx\n", name.c_str(), best.wall, best.cpu,
-                rec.whole, rec.whole / best.wall);
+    const std::vector<double> s_ours = stats_of(tmp + ".detseg.json");
+    const double d_pycoco = max_difference(s_ours, stats_of(tmp + ".pycoco.json"));
+    const double d_faster = max_difference(s_ours, stats_of(tmp + ".faster.json"));
+    if (d_pycoco > 1e-6 || d_faster > 1e-6) ++failures;
+    std::printf("%-12s %9.4f | %9.4f %7.1fx %10.1e | %9.4f %7.1fx %10.1e\n", name.c_str(), ours.wall, pycoco.wall,
+                pycoco.wall / ours.wall, d_pycoco, faster.wall, faster.wall / ours.wall, d_faster);
+  }
+  for (const char* suffix : {".detseg.json", ".pycoco.json", ".faster.json"}) std::remove((tmp + suffix).c_str());
+  if (failures) {
+    std::printf("\n%d case(s) failed or disagreed beyond 1e-6\n", failures);
+    return 1;
   }
   return 0;
 }
