@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "detseg/config/config.h"
 #include "detseg/core/error.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/train/checkpoint.h"
@@ -12,6 +13,7 @@
 namespace detseg::cli {
 
 int run_eval(const EvalArgs& args) {
+  install_stop_handlers();  // SIGINT/SIGTERM end the run at a safe point (see stop_signal.h)
   PipelineConfig config = load_config(args.config, args.overrides);
   DETSEG_CONFIG_CHECK(!config.eval_input.annotations.empty(), args.config,
                       ": eval_input.annotations is required to evaluate");

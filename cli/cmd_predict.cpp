@@ -3,11 +3,13 @@
 
 #include "cli/commands.h"
 #include "detseg/config/config.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/engine/predict.h"
 
 namespace detseg::cli {
 
 int run_predict(const PredictArgs& args) {
+  install_stop_handlers();  // SIGINT/SIGTERM end the run at a safe point (see stop_signal.h)
   PipelineConfig config = load_config(args.config, args.overrides);
   PredictOptions options;
   options.checkpoint = args.checkpoint;

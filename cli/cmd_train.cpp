@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "detseg/config/config.h"
 #include "detseg/core/error.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
 #include "detseg/core/threads.h"
 #include "detseg/dist/launch.h"
@@ -17,6 +18,7 @@
 namespace detseg::cli {
 
 int run_train(const TrainArgs& args) {
+  install_stop_handlers();  // SIGINT/SIGTERM end the run at a safe point (see stop_signal.h)
   PipelineConfig config = load_config(args.config, args.overrides);
   // --nproc N: this process only launches N workers (this same command line) and waits. Without
   // --nproc, a run on the GPU (device auto or cuda, not cuda:N) takes every visible GPU, one worker

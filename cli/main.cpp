@@ -4,11 +4,14 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
+#include <string>
 #include <functional>
 
 #include "cli/commands.h"
 #include "detseg/core/error.h"
 #include "detseg/core/log.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/core/threads.h"
 
 namespace {
@@ -112,11 +115,24 @@ int main(int argc, char** argv) {
   try {
     set_threads(threads);
     return run ? run() : 2;
+  } catch (const Interrupted& e) {
+    std::fprintf(stderr, "detseg: %s\n", e.what());
+    return 128 + e.signal();
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "detseg: error: %s\n", e.what());
     return 2;
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
     std::fprintf(stderr, "detseg: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "detseg: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    // Not one of detseg's own errors: a library's (LibTorch's carry a C++ backtrace). Its first
+    // line is the useful part; the rest is for developers (--verbose shows it).
+    std::string what = e.what();
+    if (log_level() != LogLevel::kDebug) what = what.substr(0, what.find('\n'));
+    std::fprintf(stderr, "detseg: error: internal: %s\n", what.c_str());
     return 1;
   }
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -24,11 +25,19 @@ struct Check {
   double max = kInf;
   std::vector<std::string> one_of;  // allowed strings (empty: any)
   bool is_path = false;             // resolved against the config file's folder
+  size_t min_items = 0;             // lists: how many values
+  size_t max_items = SIZE_MAX;
 };
 Check range(double lo, double hi = kInf) { return Check{lo, hi, {}, false}; }
 Check one_of(std::vector<std::string> names) { return Check{-kInf, kInf, std::move(names), false}; }
 Check path() { return Check{-kInf, kInf, {}, true}; }
 Check any() { return Check{}; }
+// A list of `lo`..`hi` values, each passing `each`.
+Check items(size_t lo, size_t hi, Check each) {
+  each.min_items = lo;
+  each.max_items = hi;
+  return each;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The declaration: every key, in file order, with its check and meaning. Defaults live in the
@@ -52,7 +61,7 @@ void visit_input(V& v, InputConfig& c) {
   v.field("prefetch", c.prefetch, range(1, 1024), "Batches prepared ahead");
   v.field("sample_1_of_n", c.sample_1_of_n, range(1), "Use every n-th image (evaluation)");
   v.field("max_images", c.max_images, range(0), "Use at most this many images (0: all)");
-  v.field("void_values", c.void_values, range(0, 255),
+  v.field("void_values", c.void_values, items(0, 256, range(0, 255)),
           "seg_folder: raw label values meaning unlabelled, mapped to the ignore label (CamVid: [11])");
 }
 
@@ -82,7 +91,7 @@ void visit_deeplab(V& v, DeepLabConfig& c) {
   v.field("last_layer_gradient_multiplier", c.last_layer_gradient_multiplier, range(0, 1e6), "Gradient multiplier of the last layers");
   v.field("initialize_last_layer", c.initialize_last_layer, any(),
           "Load the last layers from train.fine_tune.checkpoint too (false: they stay freshly initialised)");
-  v.field("eval_scales", c.eval_scales, range(0.05, 10), "Evaluation input scales; probabilities are averaged");
+  v.field("eval_scales", c.eval_scales, items(1, 16, range(0.05, 10)), "Evaluation input scales; probabilities are averaged");
   v.field("eval_flip", c.eval_flip, any(), "Also evaluate mirrored inputs and average");
 }
 
@@ -97,10 +106,10 @@ void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
   v.field("initial_crop_size", c.initial_crop_size, range(1, 256), "c4: crop_and_resize size of each region");
   v.field("maxpool_kernel_size", c.maxpool_kernel_size, range(1, 16), "c4: max-pool kernel after the crop");
   v.field("maxpool_stride", c.maxpool_stride, range(1, 16), "c4: max-pool stride after the crop");
-  v.field("first_stage_anchor_sizes", c.first_stage_anchor_sizes, range(1, 4096),
+  v.field("first_stage_anchor_sizes", c.first_stage_anchor_sizes, items(1, 5, range(1, 4096)),
           "Anchor base size per pyramid level P2..P6 (5 values; torchvision: 32..512)");
-  v.field("first_stage_anchor_scales", c.first_stage_anchor_scales, range(0.01, 100), "Anchor scales relative to the base size");
-  v.field("first_stage_anchor_aspect_ratios", c.first_stage_anchor_aspect_ratios, range(0.01, 100),
+  v.field("first_stage_anchor_scales", c.first_stage_anchor_scales, items(1, 16, range(0.01, 100)), "Anchor scales relative to the base size");
+  v.field("first_stage_anchor_aspect_ratios", c.first_stage_anchor_aspect_ratios, items(1, 16, range(0.01, 100)),
           "Anchor width/height ratios, in the order of the RPN outputs (torchvision's order: 2, 1, 0.5)");
   v.field("first_stage_clip_anchors_to_image", c.first_stage_clip_anchors_to_image, any(),
           "Training: clip anchors to the image instead of pruning those that leave it");
@@ -122,7 +131,7 @@ void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
   v.field("first_stage_max_proposals", c.first_stage_max_proposals, range(1, 100000), "Proposals kept per image after NMS");
   v.field("first_stage_localization_loss_weight", c.first_stage_localization_loss_weight, range(0, 1e6), "RPN box loss weight");
   v.field("first_stage_objectness_loss_weight", c.first_stage_objectness_loss_weight, range(0, 1e6), "RPN objectness loss weight");
-  v.field("first_stage_box_coder_scales", c.first_stage_box_coder_scales, range(1e-6, 1e6),
+  v.field("first_stage_box_coder_scales", c.first_stage_box_coder_scales, items(4, 4, range(1e-6, 1e6)),
           "RPN box coder scale factors (y, x, h, w); torchvision's RPN: 1, 1, 1, 1");
   v.field("second_stage_batch_size", c.second_stage_batch_size, range(1, 100000),
           "Proposals sampled per image for the box classifier in training");
@@ -132,7 +141,7 @@ void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
           "Box classifier: IoU at or above which a proposal is positive (below: background)");
   v.field("second_stage_add_groundtruth_proposals", c.second_stage_add_groundtruth_proposals, any(),
           "Training: add the ground-truth boxes to the proposals before sampling (torchvision does; the reference not)");
-  v.field("second_stage_box_coder_scales", c.second_stage_box_coder_scales, range(1e-6, 1e6),
+  v.field("second_stage_box_coder_scales", c.second_stage_box_coder_scales, items(4, 4, range(1e-6, 1e6)),
           "Box classifier coder scale factors (y, x, h, w)");
   v.field("second_stage_classification_loss", c.second_stage_classification_loss, one_of({"softmax", "sigmoid"}),
           "Box classifier loss and score conversion");
@@ -173,7 +182,7 @@ void visit_model(V& v, ModelConfig& c) {
   v.field("min_level", c.min_level, range(2, 7), "Lowest pyramid level");
   v.field("max_level", c.max_level, range(3, 8), "Highest pyramid level");
   v.field("num_scales", c.num_scales, range(1, 8), "Anchor scales per octave");
-  v.field("aspect_ratios", c.aspect_ratios, range(0.01, 100), "Anchor aspect ratios");
+  v.field("aspect_ratios", c.aspect_ratios, items(1, 16, range(0.01, 100)), "Anchor aspect ratios");
   v.field("anchor_scale", c.anchor_scale, range(0.1, 64), "Anchor size relative to the level stride");
   v.field("fpn_channels", c.fpn_channels, range(8, 2048), "FPN width (RetinaNet)");
   v.field("frozen_batch_norm", c.frozen_batch_norm, any(), "Backbone batch norm frozen (statistics and affine)");
@@ -186,8 +195,8 @@ void visit_model(V& v, ModelConfig& c) {
   v.field("focal_gamma", c.focal_gamma, range(0, 10), "Focal loss gamma");
   v.field("huber_delta", c.huber_delta, range(1e-6, 10), "Huber box loss delta");
   v.field("box_loss_weight", c.box_loss_weight, range(0, 1e6), "Weight of the box loss in the total");
-  v.field("pixel_mean", c.pixel_mean, range(0, 1), "Per-channel mean of RGB in [0,1]");
-  v.field("pixel_std", c.pixel_std, range(1e-6, 10), "Per-channel std of RGB in [0,1]");
+  v.field("pixel_mean", c.pixel_mean, items(3, 3, range(0, 1)), "Per-channel mean of RGB in [0,1]");
+  v.field("pixel_std", c.pixel_std, items(3, 3, range(1e-6, 10)), "Per-channel std of RGB in [0,1]");
   v.section("deeplab", [&] { visit_deeplab(v, c.deeplab); });
   v.section("faster_rcnn", [&] { visit_faster_rcnn(v, c.faster_rcnn); });
 }
@@ -210,7 +219,7 @@ void visit_schedule(V& v, ScheduleOptions& c) {
   v.field("scale_by_batch", c.scale_by_batch, any(), "Multiply the rate by global_batch/64 as the reference does");
   v.field("warmup_steps", c.warmup_steps, range(0), "Linear warm-up steps");
   v.field("warmup_init", c.warmup_init, range(0, 100), "Learning rate at step 0 of the warm-up");
-  v.field("drop_steps", c.drop_steps, range(0), "stepwise: steps of the x0.1 and x0.01 drops");
+  v.field("drop_steps", c.drop_steps, items(0, 2, range(0)), "stepwise: steps of the x0.1 and x0.01 drops");
   v.field("power", c.power, range(0, 100), "polynomial/poly power");
   v.field("decay_factor", c.decay_factor, range(0, 1), "step: factor per staircase step");
   v.field("decay_steps", c.decay_steps, range(1), "step: staircase period in steps");
@@ -289,6 +298,8 @@ template <class V>
 void visit_config(V& v, PipelineConfig& c) {
   v.field("device", c.device, any(),
           "auto | cpu | cuda | cuda:N (auto: cuda:LOCAL_RANK when a GPU is visible, else cpu); --device sets it");
+  v.field("max_image_pixels", c.max_image_pixels, range(1, 1e12),
+          "Images whose header claims more pixels are refused before decoding (PIL's decompression-bomb limit)");
   v.section("model", [&] { visit_model(v, c.model); });
   v.section("postprocess", [&] { visit_postprocess(v, c.postprocess); });
   v.section("train", [&] { visit_train(v, c.train); });
@@ -402,8 +413,17 @@ class Reader {
   void field(const char* key, T& value, const Check& check, const char* /*doc*/) {
     Level& level = stack_.back();
     level.seen.insert(key);
-    YAML::Node node = lookup(level.node, key);
-    if (!node.IsDefined() || node.IsNull()) return;  // keep the default
+    const YAML::Node& const_map = level.node;  // const access never inserts
+    YAML::Node node = const_map[key];
+    if (!node.IsDefined()) return;  // absent: keep the default
+    // `key:` with nothing after it (or --set key=) is a slip, not a request for the default.
+    if (node.IsNull()) {
+      // A null value has no position of its own (yaml-cpp marks the next token): name the key's line.
+      for (const auto& item : level.node)
+        if (item.first.IsScalar() && item.first.Scalar() == key) node = item.first;
+      throw ConfigError(where(node, level.prefix + key) + level.prefix + key +
+                        ": expected a value (remove the key to keep the default), got nothing");
+    }
     read(node, level.prefix + key, value, check);
   }
 
@@ -497,6 +517,13 @@ class Reader {
   template <class T>
   void read(const YAML::Node& node, const std::string& path, std::vector<T>& out, const Check& check) const {
     if (!node.IsSequence()) fail(node, path, "a list");
+    if (node.size() < check.min_items || node.size() > check.max_items) {
+      const std::string count = check.min_items == check.max_items ? str(check.min_items)
+                                : check.max_items == SIZE_MAX    ? str(check.min_items, " or more")
+                                                                 : str(check.min_items, " to ", check.max_items);
+      throw ConfigError(where(node, path) + path + ": expected a list of " + count + " values, got " +
+                        str(node.size()));
+    }
     std::vector<T> values;
     for (size_t i = 0; i < node.size(); ++i) {
       T x{};
@@ -626,6 +653,25 @@ void apply_override(YAML::Node root, const std::string& text, std::set<std::stri
   overridden.insert(key);
 }
 
+// yaml-cpp keeps both entries of a repeated key and reads the first: refuse them instead.
+void reject_duplicate_keys(const YAML::Node& node, const std::string& source, const std::string& prefix) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) reject_duplicate_keys(node[i], source, prefix + "[" + str(i) + "]");
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, int> first_line;
+  for (const auto& item : node) {
+    const std::string key = item.first.IsScalar() ? item.first.Scalar() : "?";
+    const int line = item.first.Mark().line + 1;
+    auto [it, fresh] = first_line.emplace(key, line);
+    if (!fresh)
+      throw ConfigError(location(source, line) + prefix + key + ": duplicate key (first set at line " +
+                        str(it->second) + ")");
+    reject_duplicate_keys(item.second, source, prefix + key + ".");
+  }
+}
+
 void check_consistency(const PipelineConfig& c) {
   const std::string at = location(c.source);
   DETSEG_CONFIG_CHECK(c.model.num_classes > 0, at, "model.num_classes: required (a positive integer)");
@@ -695,6 +741,10 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& sou
     throw ConfigError(location(source, e.mark.line + 1, e.mark.column + 1) + "malformed YAML: " + e.msg);
   }
   if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap())
+    throw ConfigError(location(source, root.Mark().line >= 0 ? root.Mark().line + 1 : 1) +
+                      "expected a mapping of keys (model:, train:, ...) at the top level, got " + quoted(root));
+  reject_duplicate_keys(root, source, "");
   std::set<std::string> overridden;
   for (const auto& o : overrides) apply_override(root, o, overridden);
   std::string base_dir = std::filesystem::path(source).parent_path().string();

@@ -169,6 +169,8 @@ struct PipelineConfig {
   // auto | cpu | cuda | cuda:N. auto: cuda:LOCAL_RANK when a GPU is visible, else cpu (see
   // engine/device.h); the --device flag sets it.
   std::string device = "auto";
+  // Images (and label PNGs) whose header claims more pixels are refused before decoding.
+  int64_t max_image_pixels = 178956970;
   ModelConfig model;
   PostprocessConfig postprocess;
   TrainConfig train;

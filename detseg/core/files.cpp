@@ -1,6 +1,8 @@
 #include "detseg/core/files.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +16,8 @@ namespace detseg {
 namespace fs = std::filesystem;
 
 std::string read_file(const std::string& path) {
+  // An ifstream opens a folder happily and then reports a size of -1.
+  DETSEG_CHECK(!is_directory(path), path, ": is a folder, expected a file");
   std::ifstream in(path, std::ios::binary);
   DETSEG_CHECK(in, path, ": cannot open for reading: ", std::strerror(errno));
   std::string data;
@@ -68,6 +72,48 @@ void make_directories(const std::string& path) {
   std::error_code ec;
   fs::create_directories(path, ec);
   DETSEG_CHECK(!ec, path, ": cannot create directory: ", ec.message());
+}
+
+int remove_stale_temp_files(const std::string& dir) {
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t tag = name.rfind(".tmp.");
+    if (tag == std::string::npos || tag + 5 >= name.size()) continue;
+    const std::string pid_text = name.substr(tag + 5);
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer may still finish
+    if (fs::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
+}
+
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) {
+  const std::string path = dir + "/.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  DETSEG_CHECK(fd_ >= 0, path, ": cannot create the lock file: ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char holder[32] = {0};
+    const ssize_t n = ::pread(fd_, holder, sizeof(holder) - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    std::string pid = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string("unknown");
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    DETSEG_CHECK(error != EWOULDBLOCK, dir, " is in use by ", what, " (pid ", pid,
+                 "); wait for it to finish, stop it, or choose another --model-dir");
+    throw Error(str(path, ": cannot lock: ", std::strerror(error)));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    // The PID is only shown to a second process; the lock itself holds without it.
+  }
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
 }
 
 }  // namespace detseg

@@ -13,6 +13,25 @@ std::string read_file(const std::string& path);
 // over `path`, and the folder is fsync'ed so the rename itself survives a crash.
 void write_file_atomic(const std::string& path, const std::string& data);
 
+// Removes `<name>.tmp.<pid>` files in `dir` (not below it) whose writer process no longer exists,
+// the leftovers of a process killed mid-write. Returns how many were removed.
+int remove_stale_temp_files(const std::string& dir);
+
+// An exclusive lock on a folder (flock on `dir/.lock`, which records the holder's PID) held for
+// the object's lifetime. The kernel drops it when the process dies, so a killed run never blocks
+// the next one.
+class DirectoryLock {
+ public:
+  // Throws Error "<dir> is in use by <what> (pid N) ..." when another process holds it.
+  DirectoryLock(const std::string& dir, const std::string& what);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);
 void make_directories(const std::string& path);

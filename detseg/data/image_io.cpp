@@ -3,6 +3,10 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 
@@ -25,21 +29,125 @@ bool jpeg_has_end_marker(const std::string& bytes) {
   return false;
 }
 
+std::atomic<int64_t> g_max_image_pixels{kDefaultMaxImagePixels};
+
+uint32_t big_endian(const std::string& b, size_t at, int bytes) {
+  uint32_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(b[at + static_cast<size_t>(i)]);
+  return v;
+}
+
+uint32_t little_endian(const std::string& b, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + static_cast<size_t>(i)]);
+  return v;
+}
+
+// The frame header (SOF0..SOF15, not DHT/JPG/DAC) holds the size; skip marker segments to reach it.
+bool jpeg_size(const std::string& b, int64_t& width, int64_t& height) {
+  size_t i = 2;
+  while (i + 4 <= b.size()) {
+    if (static_cast<unsigned char>(b[i]) != 0xFF) return false;
+    const unsigned marker = static_cast<unsigned char>(b[i + 1]);
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // stand-alone markers
+      i += 2;
+      continue;
+    }
+    const uint32_t length = big_endian(b, i + 2, 2);
+    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
+      if (i + 9 > b.size()) return false;
+      height = big_endian(b, i + 5, 2);
+      width = big_endian(b, i + 7, 2);
+      return true;
+    }
+    if (length < 2) return false;
+    i += 2 + length;
+  }
+  return false;
+}
+
+bool pnm_size(const std::string& b, int64_t& width, int64_t& height) {
+  // "P6 <w> <h> ..." with whitespace and # comments between the fields.
+  size_t i = 2;
+  int64_t values[2];
+  for (int64_t& v : values) {
+    while (i < b.size() && (std::isspace(static_cast<unsigned char>(b[i])) || b[i] == '#')) {
+      if (b[i] == '#') {
+        while (i < b.size() && b[i] != '\n') ++i;
+      } else {
+        ++i;
+      }
+    }
+    if (i >= b.size() || !std::isdigit(static_cast<unsigned char>(b[i]))) return false;
+    v = 0;
+    while (i < b.size() && std::isdigit(static_cast<unsigned char>(b[i])) && v < (int64_t(1) << 40)) v = v * 10 + (b[i++] - '0');
+  }
+  width = values[0];
+  height = values[1];
+  return true;
+}
+
 cv::Mat wrap_bytes(const std::string& bytes) {
   return cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1,
                  const_cast<char*>(bytes.data()));  // imdecode only reads
 }
 
+// Refuses a raster above the limit from its header alone. Formats whose header is not read here
+// are held to the same limit by OpenCV's own check (OPENCV_IO_MAX_IMAGE_PIXELS, set below).
+void check_image_size(const std::string& bytes, const std::string& name) {
+  static const bool opencv_limit_set = [] {
+    ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(g_max_image_pixels.load()).c_str(), 0);
+    return true;
+  }();
+  (void)opencv_limit_set;
+  int64_t width = 0, height = 0;
+  if (!image_header_size(bytes, width, height)) return;
+  const int64_t limit = g_max_image_pixels.load();
+  DETSEG_CHECK(width <= limit && height <= limit && width * height <= limit, name, ": image is ", width, "x", height,
+               " = ", width * height, " pixels, above the limit of ", limit,
+               " (max_image_pixels in the config; a header claiming this is also how decompression bombs look)");
+}
+
 }  // namespace
+
+void set_max_image_pixels(int64_t pixels) {
+  DETSEG_CHECK(pixels > 0, "max_image_pixels must be positive, got ", pixels);
+  g_max_image_pixels = pixels;
+}
+
+int64_t max_image_pixels() { return g_max_image_pixels.load(); }
+
+bool image_header_size(const std::string& b, int64_t& width, int64_t& height) {
+  if (is_jpeg(b)) return jpeg_size(b, width, height);
+  if (b.size() >= 24 && b.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0) {
+    width = big_endian(b, 16, 4);
+    height = big_endian(b, 20, 4);
+    return true;
+  }
+  if (b.size() >= 26 && b[0] == 'B' && b[1] == 'M') {
+    width = static_cast<int32_t>(little_endian(b, 18));
+    height = static_cast<int32_t>(little_endian(b, 22));
+    width = width < 0 ? -width : width;
+    height = height < 0 ? -height : height;  // negative: rows stored top-down
+    return true;
+  }
+  if (b.size() >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6') return pnm_size(b, width, height);
+  return false;
+}
 
 at::Tensor decode_image(const std::string& bytes, const std::string& name) {
   DETSEG_CHECK(!bytes.empty(), name, ": image file is empty");
+  check_image_size(bytes, name);
   if (is_jpeg(bytes)) DETSEG_CHECK(jpeg_has_end_marker(bytes), name, ": corrupt JPEG (truncated: no end-of-image marker)");
   cv::Mat bgr;
   try {
     bgr = cv::imdecode(wrap_bytes(bytes), cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
   } catch (const cv::Exception& e) {
-    throw Error(str(name, ": cannot decode image: ", e.what()));
+    throw Error(str(name, ": cannot decode image (", e.err, ")"));
   }
   DETSEG_CHECK(!bgr.empty() && bgr.type() == CV_8UC3, name,
                ": cannot decode image (not a JPEG/PNG, or corrupt data)");
@@ -57,11 +165,12 @@ at::Tensor read_image(const std::string& path) { return decode_image(read_file(p
 
 at::Tensor read_label_png(const std::string& path) {
   const std::string bytes = read_file(path);
+  check_image_size(bytes, path);
   cv::Mat m;
   try {
     m = cv::imdecode(wrap_bytes(bytes), cv::IMREAD_UNCHANGED);
   } catch (const cv::Exception& e) {
-    throw Error(str(path, ": cannot decode label map: ", e.what()));
+    throw Error(str(path, ": cannot decode label map (", e.err, ")"));
   }
   DETSEG_CHECK(!m.empty(), path, ": cannot decode label map (not a PNG, or corrupt data)");
   DETSEG_CHECK(m.type() == CV_8UC1, path, ": label map must be a single-channel 8-bit PNG of class ids, got ",

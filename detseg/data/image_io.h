@@ -9,6 +9,17 @@
 
 namespace detseg {
 
+// Images above this many pixels are refused before any pixel is decoded (default 178956970, the
+// size at which PIL raises DecompressionBombError): a small file whose header claims a huge raster
+// must not allocate gigabytes. The config's `max_image_pixels` sets it.
+constexpr int64_t kDefaultMaxImagePixels = 178956970;
+void set_max_image_pixels(int64_t pixels);
+int64_t max_image_pixels();
+
+// Width and height from a JPEG, PNG, BMP or PNM header, without decoding; false for other formats
+// or a header too short to say.
+bool image_header_size(const std::string& bytes, int64_t& width, int64_t& height);
+
 // Reads and decodes an image file. Returns [3, H, W] uint8 RGB, contiguous.
 // Throws Error naming `path` when it is missing, unreadable, not an image, or a truncated JPEG.
 at::Tensor read_image(const std::string& path);

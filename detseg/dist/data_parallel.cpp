@@ -160,13 +160,17 @@ void DataParallel::attach(const std::vector<at::Tensor>& params) {
   log_debug("data-parallel: ", params.size(), " gradients in ", averager_->num_buckets(), " buckets");
 }
 
-int DataParallel::first_failed_rank(bool failed) {
-  if (!group_) return failed ? 0 : -1;
-  at::Tensor flags = at::zeros({env_.world_size}, at::kFloat);
+DataParallel::StepVote DataParallel::vote(bool failed, bool stop_requested) {
+  if (!group_) return StepVote{failed ? 0 : -1, stop_requested};
+  at::Tensor flags = at::zeros({env_.world_size + 1}, at::kFloat);
   flags[env_.rank] = failed ? 1.0f : 0.0f;
+  flags[env_.world_size] = stop_requested ? 1.0f : 0.0f;
   group_->all_reduce_sum(flags);
-  const at::Tensor failed_ranks = flags.nonzero();
-  return failed_ranks.numel() ? static_cast<int>(failed_ranks[0][0].item<int64_t>()) : -1;
+  const at::Tensor failed_ranks = flags.slice(0, 0, env_.world_size).nonzero();
+  StepVote vote;
+  vote.failed_rank = failed_ranks.numel() ? static_cast<int>(failed_ranks[0][0].item<int64_t>()) : -1;
+  vote.stop = flags[env_.world_size].item<float>() > 0;
+  return vote;
 }
 
 void DataParallel::average_across_ranks(std::vector<std::pair<std::string, double>>& values) {

@@ -83,10 +83,15 @@ class DataParallel {
   int synchronise_batch_norm(torch::nn::Module& module);
   void attach(const std::vector<at::Tensor>& params);  // gradient hooks on the trainable tensors
   void average_gradients();                            // after backward
-  // The lowest rank whose `failed` is true, or -1 when none is (one all-reduce of world_size floats;
-  // every rank must call it). Lets every rank stop at the same step when one of them sees a
-  // non-finite loss, instead of the others waiting for it at the next collective until the timeout.
-  int first_failed_rank(bool failed);
+  // What the ranks agree on after each step (one all-reduce of world_size + 1 floats; every rank
+  // must call it): the lowest rank whose `failed` is true (-1: none), and whether any rank was asked
+  // to stop (SIGINT/SIGTERM). Every rank then stops at the same step, instead of the others waiting
+  // for the missing one at the next collective until the timeout.
+  struct StepVote {
+    int failed_rank = -1;
+    bool stop = false;
+  };
+  StepVote vote(bool failed, bool stop_requested);
   // Replaces each value by its mean over the ranks (one all-reduce; every rank must call it).
   void average_across_ranks(std::vector<std::pair<std::string, double>>& values);
   // `metadata_json` plus the run's shape {"world_size", "batch_size"} for resume_start_batch.

@@ -20,6 +20,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/core/log.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/core/threads.h"
 
 namespace detseg::dist {
@@ -127,11 +128,26 @@ int launch_local_workers(int nproc) {
       if (pids[r] == pid) return static_cast<int>(r);
     return -1;
   };
+  // Ctrl-C reaches the workers directly (same process group); a SIGTERM sent to the launcher alone
+  // is passed on. Either way each worker finishes its step, rank 0 saves a checkpoint, and they exit
+  // 128+signal together, which is not a failure to clean up after. The launcher forwards SIGTERM,
+  // never SIGINT: a worker's second SIGINT means "stop without saving".
+  install_stop_handlers();
+  bool forwarded = false;
   int running = nproc;
   int exit_code = 0;
   while (running > 0) {
+    if (stop_signal() != 0 && !forwarded) {
+      forwarded = true;
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, SIGTERM);
+    }
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, 0);
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
     if (pid < 0) {
       if (errno == EINTR) continue;
       break;
@@ -141,6 +157,11 @@ int launch_local_workers(int nproc) {
     pids[static_cast<size_t>(r)] = -1;
     --running;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    if (code == 128 + SIGINT || code == 128 + SIGTERM) {
+      if (exit_code == 0) exit_code = code;
+      continue;
+    }
     exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     std::fprintf(stderr, "detseg: error: worker rank %d (pid %d) %s; stopping the other %d worker(s)\n", r,
                  static_cast<int>(pid), describe(status).c_str(), running);

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "detseg/core/error.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
 #include "detseg/eval/rle.h"
@@ -142,6 +143,7 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
   Batch batch;
   EvalRandomness randomness;
   while (loader.next(batch)) {
+    throw_if_stop_requested("evaluation");
     if (!batch.image_ids.empty()) randomness.seed_for(batch.image_ids.front());
     auto [losses, detections] = model.losses_and_detect(to_device(batch, device));
     for (Boxes& d : detections) d = d.to(at::kCPU);
@@ -284,6 +286,7 @@ SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, Segmente
   int64_t position = 0;
   Batch batch;
   while (loader.next(batch)) {
+    throw_if_stop_requested("evaluation");
     auto [losses, maps] = model.losses_and_segment(to_device(batch, device));
     for (at::Tensor& map : maps) map = map.cpu();
     std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};

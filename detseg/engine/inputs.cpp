@@ -6,6 +6,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/core/log.h"
+#include "detseg/data/image_io.h"
 #include "detseg/data/readers/label_map.h"
 #include "detseg/data/readers/voc.h"
 #include "detseg/models/build.h"
@@ -67,6 +68,7 @@ std::shared_ptr<SegmentationDataset> make_segmentation_dataset(const InputConfig
 }
 
 InputData make_input_data(const PipelineConfig& config, const InputConfig& input, bool training) {
+  set_max_image_pixels(config.max_image_pixels);
   InputData data;
   if (is_segmentation_model(config)) {
     auto dataset = make_segmentation_dataset(input, config.model.num_classes);

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "detseg/core/error.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
 #include "detseg/data/image_io.h"
@@ -27,6 +28,12 @@ namespace detseg {
 namespace fs = std::filesystem;
 
 namespace {
+
+void stop_if_interrupted(int64_t done, size_t total, const std::string& json_path) {
+  if (const int signal = stop_signal())
+    throw Interrupted(signal, str("prediction stopped by ", signal_name(signal), " after ", done, " of ", total,
+                                  " images; ", json_path, " lists those"));
+}
 
 std::vector<std::string> list_images(const std::string& input) {
   DETSEG_CHECK(fs::exists(input), input, ": no such image or folder");
@@ -94,6 +101,7 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
   for (const std::string& path : images) {
+    if (stop_signal()) break;  // keep what is done: the JSON below lists the images so far
     const at::Tensor labels = model->segment(to_device(image_batch(path, index, loader), module_device(*model)))[0].cpu();
     const at::Tensor counts = at::bincount(labels.reshape({-1}), {}, model->num_classes()).to(at::kDouble);
     nlohmann::json fractions = nlohmann::json::object();
@@ -115,13 +123,16 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
     log_info(path, ": label map -> ", stem, ".png, ", stem, "_overlay.png");
     ++index;
   }
-  write_file_atomic((fs::path(options.output) / "segmentation.json").string(), all.dump(1) + "\n");
+  const std::string json_path = (fs::path(options.output) / "segmentation.json").string();
+  write_file_atomic(json_path, all.dump(1) + "\n");
+  stop_if_interrupted(index, images.size(), json_path);
   return index;
 }
 
 }  // namespace
 
 int64_t predict_images(const PipelineConfig& config, const PredictOptions& options) {
+  set_max_image_pixels(config.max_image_pixels);
   if (is_segmentation_model(config)) return predict_segmentation(config, options);
   torch::NoGradGuard no_grad;
   const auto [names, category_ids] = checkpoint_labels(options.checkpoint);
@@ -133,6 +144,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
   for (const std::string& path : images) {
+    if (stop_signal()) break;  // keep what is done: the JSON below lists the images so far
     Boxes d = model->detect(to_device(image_batch(path, index, loader), module_device(*model)))[0].to(at::kCPU);
 
     std::vector<DrawnBox> drawn;
@@ -170,7 +182,9 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
              ") -> ", out_png);
     ++index;
   }
-  write_file_atomic((fs::path(options.output) / "detections.json").string(), all.dump(1) + "\n");
+  const std::string json_path = (fs::path(options.output) / "detections.json").string();
+  write_file_atomic(json_path, all.dump(1) + "\n");
+  stop_if_interrupted(index, images.size(), json_path);
   return index;
 }
 

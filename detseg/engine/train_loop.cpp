@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <torch/optim.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/dist/data_parallel.h"
 #include "detseg/engine/device.h"
 #include "detseg/engine/evaluate.h"
@@ -44,6 +46,11 @@ class Progress {
   Progress(int64_t first_step, int64_t last_step)
       : first_(first_step), last_(last_step), tty_(::isatty(2)), start_(std::chrono::steady_clock::now()) {}
 
+  // Ends a live line early (a stop mid-run), so the next message starts on its own line.
+  void end_line() const {
+    if (tty_) std::fprintf(stderr, "\n");
+  }
+
   void report(int64_t step, const std::string& values, bool log_line) {
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     double per_step = step > first_ ? elapsed / static_cast<double>(step - first_) : 0;
@@ -66,7 +73,8 @@ class Progress {
 };
 
 // A fault-injection hook for tests of the non-finite-loss stop: DETSEG_INJECT_NAN_LOSS=STEP or
-// STEP:RANK makes the loss of that step (on that rank, or on every rank) NaN.
+// STEP:RANK makes the loss of step STEP (numbered from 1, as in metrics.jsonl) NaN, on that rank or
+// on every rank.
 bool injected_nan_loss(int64_t step, int rank) {
   static const std::pair<int64_t, int> at = [] {
     const char* v = std::getenv("DETSEG_INJECT_NAN_LOSS");
@@ -85,6 +93,14 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   const TrainConfig& t = config.train;
   const at::Device device = resolve_device(config.device);  // before anything slow: a wrong --device fails at once
   make_directories(model_dir);
+  // One trainer per model dir: a second one would interleave checkpoints and logs. Rank 0 (or the
+  // only process) holds the lock; the other ranks of its run share the dir by design.
+  std::unique_ptr<DirectoryLock> lock;
+  if (const char* rank = std::getenv("RANK"); rank == nullptr || std::string(rank) == "0") {
+    lock = std::make_unique<DirectoryLock>(model_dir, "another detseg train");
+    if (int removed = remove_stale_temp_files(model_dir))
+      log_debug("removed ", removed, " temporary files left by a killed run in ", model_dir);
+  }
   dist::DataParallel dp(t.distributed);  // one process unless torchrun's variables say otherwise
   if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
   at::manual_seed(static_cast<uint64_t>(t.seed));
@@ -241,23 +257,27 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
     // A non-finite loss, or a finite loss with a non-finite gradient, stops before the update: the
     // weights and the checkpoints stay those of the last good step. With fp16 an overflow first
     // skips the step and lowers the loss scale, as torch.amp.GradScaler does.
+    // Steps are numbered as metrics.jsonl numbers them: the step that would make `step + 1` updates.
     auto stop_non_finite = [&](const std::string& what, double value) {
       std::string parts;
       for (auto& [name, part] : losses.parts) parts += str(" ", name, "=", part.item<double>());
       auto latest = checkpoints.latest();
-      throw Error(str(what, " is ", value, " at step ", step, " (", parts, " ); training stopped. The last good "
+      throw Error(str(what, " is ", value, " at step ", step + 1, " (", parts, " ); training stopped. The last good "
                       "checkpoint is ", latest ? *latest : std::string("(none)"),
                       ". HINT: lower train.schedule.learning_rate or enable train.clip_gradients_norm"));
     };
-    if (injected_nan_loss(step, dp.rank())) total_value = std::nan("");
+    if (injected_nan_loss(step + 1, dp.rank())) total_value = std::nan("");
     const bool skip_for_overflow = overflow && ++overflow_skips <= 50;
     if (!overflow) overflow_skips = 0;
     // Every rank learns whether any rank's loss is non-finite, so all stop at this step together
     // (otherwise the others would wait for the failed rank at the next collective until the timeout).
-    const int failed_rank = dp.first_failed_rank(!skip_for_overflow && !std::isfinite(total_value));
+    // The same vote carries a stop signal (SIGINT/SIGTERM): every rank finishes this step and stops.
+    const dist::DataParallel::StepVote vote =
+        dp.vote(!skip_for_overflow && !std::isfinite(total_value), stop_signal() != 0);
+    const int failed_rank = vote.failed_rank;
     if (failed_rank == dp.rank()) stop_non_finite("loss", total_value);
     if (failed_rank >= 0)
-      throw Error(str("the loss of rank ", failed_rank, " is not finite at step ", step,
+      throw Error(str("the loss of rank ", failed_rank, " is not finite at step ", step + 1,
                       "; training stopped on every rank. The last good checkpoint is ",
                       checkpoints.latest().value_or("(none)"), " (rank ", failed_rank, "'s log has the details)"));
     if (skip_for_overflow) {
@@ -306,9 +326,25 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
       for (auto& [name, value] : losses.parts) summary += str(" ", name, " ", value.item<double>());
     summary += str(" lr ", lr);
     if (dp.is_main()) progress.report(step, summary, log_now);
-    if (checkpoints.due(step) || step == t.num_steps)
+    if (checkpoints.due(step) || step == t.num_steps || vote.stop)
       result.last_checkpoint = dp.is_main() ? save(step) : checkpoints.path_for_step(step);
-    if (periodic_eval && step % config.eval.every_steps == 0) periodic_eval(step);
+    if (vote.stop) {
+      const int signal = stop_signal() ? stop_signal() : SIGTERM;  // a rank without the signal stops with its peers
+      if (dp.is_main()) progress.end_line();
+      throw Interrupted(signal, str("training stopped by ", signal_name(signal), " after step ", step, "; checkpoint ",
+                                    result.last_checkpoint, " saved. Run the same command again to resume"));
+    }
+    if (periodic_eval && step % config.eval.every_steps == 0) {
+      try {
+        periodic_eval(step);
+      } catch (const Interrupted& stop) {
+        // Stopped during the evaluation: the step's weights are still worth keeping.
+        if (!checkpoints.due(step) && step != t.num_steps && dp.is_main()) result.last_checkpoint = save(step);
+        throw Interrupted(stop.signal(), str("training stopped by ", signal_name(stop.signal()), " after step ", step,
+                                             " (during its evaluation); checkpoint ", result.last_checkpoint,
+                                             " saved. Run the same command again to resume"));
+      }
+    }
   }
   result.step = step;
   log_info("saved ", result.last_checkpoint);

@@ -117,10 +117,34 @@ CocoRle rle_from_string(const std::string& s, int64_t height, int64_t width) {
   return make_rle(height, width, std::move(counts));
 }
 
+namespace {
+constexpr double kPolygonScale = 5;  // rleFrPoly's upsampling
+constexpr double kMaxPolygonSteps = 1 << 24;
+}  // namespace
+
+std::string polygon_problem(const double* xy, size_t k, int64_t height, int64_t width) {
+  const double limit = 8.0 * static_cast<double>(std::max<int64_t>({height, width, 256}));
+  for (size_t j = 0; j < 2 * k; ++j)
+    if (!std::isfinite(xy[j]) || std::fabs(xy[j]) > limit)
+      return str("polygon coordinate ", xy[j], " is outside [-", limit, ", ", limit, "] (8x the ", width, "x",
+                 height, " image's larger side)");
+  double steps = 0;
+  for (size_t j = 0; j < k; ++j) {
+    const size_t next = (j + 1) % k;
+    steps += kPolygonScale * std::max(std::fabs(xy[2 * j] - xy[2 * next]), std::fabs(xy[2 * j + 1] - xy[2 * next + 1])) + 1;
+  }
+  if (steps > kMaxPolygonSteps)
+    return str("polygon edges are ", static_cast<int64_t>(steps / kPolygonScale), " pixels long in all (limit ",
+               static_cast<int64_t>(kMaxPolygonSteps / kPolygonScale), ")");
+  return "";
+}
+
 CocoRle rle_from_polygon(const double* xy, size_t k, int64_t height, int64_t width) {
   // Upsample by 5, walk every edge to get dense integer boundary points, keep the points where
   // the boundary crosses a pixel column centre, and turn those column/row starts into runs.
-  const double scale = 5;
+  const std::string problem = polygon_problem(xy, k, height, width);
+  DETSEG_CHECK(problem.empty(), problem);
+  const double scale = kPolygonScale;
   std::vector<int> x(k + 1), y(k + 1);
   for (size_t j = 0; j < k; ++j) x[j] = static_cast<int>(scale * xy[j * 2 + 0] + .5);
   for (size_t j = 0; j < k; ++j) y[j] = static_cast<int>(scale * xy[j * 2 + 1] + .5);

@@ -25,7 +25,13 @@ std::string rle_to_string(const CocoRle& rle);
 // Throws Error on characters outside the alphabet or a truncated string.
 CocoRle rle_from_string(const std::string& counts, int64_t height, int64_t width);
 
-// Rasterizes one polygon x0,y0,x1,y1,... (`num_points` points) exactly as rleFrPoly does.
+// Why a polygon cannot be rasterized into a height x width image ("" when it can). rleFrPoly walks
+// every edge at 5x resolution, so its work and memory grow with the coordinates: coordinates must
+// be finite and within 8x the image's larger side, and the edges at most 16M steps long in all.
+std::string polygon_problem(const double* xy, size_t num_points, int64_t height, int64_t width);
+
+// Rasterizes one polygon x0,y0,x1,y1,... (`num_points` points) exactly as rleFrPoly does; throws
+// Error with polygon_problem's reason for a polygon out of bounds.
 CocoRle rle_from_polygon(const double* xy, size_t num_points, int64_t height, int64_t width);
 // Rasterizes an xywh box (as a 4-point polygon, like rleFrBbox).
 CocoRle rle_from_box(const double* xywh, int64_t height, int64_t width);

@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "detseg/core/error.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
 #include "detseg/io/crc32c.h"
 #include "detseg/io/dtype_codes.h"
@@ -187,6 +188,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt,
 }
 
 std::string read_checkpoint_metadata(const std::string& path) {
+  DETSEG_CHECK(!is_directory(path), path, ": is a folder, expected a checkpoint file");
   std::ifstream in(path, std::ios::binary);
   DETSEG_CHECK(in, path, ": cannot open checkpoint");
   std::string prefix(kPrefixBytes, '\0');
@@ -536,6 +538,7 @@ std::optional<std::string> CheckpointWatcher::next() {
   const double limit = last_ ? options_.wait_interval_s : options_.first_checkpoint_timeout_s;
   const auto start = clock::now();
   while (true) {
+    throw_if_stop_requested("continuous evaluation");
     const auto latest = manager.latest();
     if (latest && latest != last_) {
       last_ = latest;

@@ -186,3 +186,41 @@ TEST(Config, FineTuneKeysFillTheFineTuneOptions) {
   yaml.insert(yaml.find("train_input:"), "  fine_tune:\n    scope_map: [\"a=b\", \"nomap\"]\n");
   EXPECT_EQ(error_of(yaml), "configs/x.yaml:8: train.fine_tune.scope_map[1]: expected \"ours=theirs\", got \"nomap\"");
 }
+
+TEST(Config, EmptyListsAreRefusedByTheirKey) {
+  EXPECT_EQ(error_of(kMinimal, {"model.aspect_ratios=[]"}),
+            "--set model.aspect_ratios: model.aspect_ratios: expected a list of 1 to 16 values, got 0");
+  std::string yaml = std::string(kMinimal) + "  \n";
+  yaml.replace(yaml.find("model:\n"), 7, "model:\n  pixel_mean: [0.5, 0.5]\n");
+  EXPECT_EQ(error_of(yaml), "configs/x.yaml:2: model.pixel_mean: expected a list of 3 values, got 2");
+  EXPECT_EQ(error_of(kMinimal, {"model.faster_rcnn.first_stage_anchor_scales=[]"}),
+            "--set model.faster_rcnn.first_stage_anchor_scales: model.faster_rcnn.first_stage_anchor_scales: "
+            "expected a list of 1 to 16 values, got 0");
+  EXPECT_EQ(error_of(kMinimal, {"model.deeplab.eval_scales=[]"}),
+            "--set model.deeplab.eval_scales: model.deeplab.eval_scales: expected a list of 1 to 16 values, got 0");
+}
+
+TEST(Config, EmptyValueIsAnErrorNotTheDefault) {
+  EXPECT_EQ(error_of(kMinimal, {"train.num_steps="}),
+            "--set train.num_steps: train.num_steps: expected a value (remove the key to keep the default), got nothing");
+  std::string yaml = kMinimal;
+  yaml.replace(yaml.find("batch_size: 4"), 13, "batch_size:");
+  EXPECT_EQ(error_of(yaml),
+            "configs/x.yaml:4: train.batch_size: expected a value (remove the key to keep the default), got nothing");
+  // An empty section is still an empty section.
+  EXPECT_EQ(error_of(std::string(kMinimal) + "eval:\n"), "no error");
+}
+
+TEST(Config, DuplicateKeysAreRefused) {
+  std::string yaml = kMinimal;
+  yaml.replace(yaml.find("  batch_size: 4\n"), 16, "  batch_size: 4\n  batch_size: 8\n");
+  EXPECT_EQ(error_of(yaml), "configs/x.yaml:5: train.batch_size: duplicate key (first set at line 4)");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "model: {}\n"), "configs/x.yaml:9: model: duplicate key (first set at line 1)");
+}
+
+TEST(Config, ScalarOrListRootNamesTheFile) {
+  EXPECT_EQ(error_of("just text\n"),
+            "configs/x.yaml:1: expected a mapping of keys (model:, train:, ...) at the top level, got \"just text\"");
+  EXPECT_EQ(error_of("- a\n- b\n", {"train.num_steps=3"}),
+            "configs/x.yaml:1: expected a mapping of keys (model:, train:, ...) at the top level, got a list");
+}

@@ -91,3 +91,52 @@ TEST(ConvertVoc, DifficultAndTruncatedFlagsSurvive) {
   EXPECT_DOUBLE_EQ(d.annotations[0].bbox[2], 10);
   EXPECT_DOUBLE_EQ(d.annotations[0].bbox[3], 20);
 }
+
+TEST(ConvertVoc, OddNamesAndBoxesRoundTripThroughTheCocoReader) {
+  // Whatever `convert voc` writes, detseg's COCO reader reads back: quotes, backslashes, entities,
+  // non-ASCII names (UTF-8, and Latin-1 declared as such), a folder-less file name with spaces,
+  // fractional and zero-size boxes.
+  const std::string dir = datatest::temp_dir("convert_odd");
+  fs::create_directories(dir + "/voc/Annotations");
+  fs::create_directories(dir + "/voc/JPEGImages");
+  fs::copy_file(datatest::shared_data("bccd/BCCD/JPEGImages/BloodImage_00000.jpg"),
+                dir + "/voc/JPEGImages/blood cell \xc3\xa9.jpg");
+  fs::copy_file(datatest::shared_data("bccd/BCCD/JPEGImages/BloodImage_00000.jpg"), dir + "/voc/JPEGImages/b.jpg");
+  auto object = [](const std::string& name, const std::string& box) {
+    return "<object><name>" + name + "</name><bndbox>" + box + "</bndbox></object>\n";
+  };
+  write_file_atomic(dir + "/voc/Annotations/a.xml",
+                    "<annotation><filename>blood cell \xc3\xa9.jpg</filename>\n"
+                    "<size><width>640</width><height>480</height></size>\n" +
+                        object("say \"hi\" &amp; C:\\cells &lt;1&gt;",
+                               "<xmin>1.5</xmin><ymin>2.25</ymin><xmax>11</xmax><ymax>22.75</ymax>") +
+                        object("Blutk\xc3\xb6rperchen &#x1F52C;", "<xmin>5</xmin><ymin>5</ymin><xmax>5</xmax><ymax>9</ymax>") +
+                        "</annotation>\n");
+  write_file_atomic(dir + "/voc/Annotations/b.xml",
+                    "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>\n<annotation><filename>b.jpg</filename>\n"
+                    "<size><width>640</width><height>480</height></size>\n" +
+                        object("Gr\xfc\xdf" "e", "<xmin>0</xmin><ymin>0</ymin><xmax>640</xmax><ymax>480</ymax>") +
+                        "</annotation>\n");
+  CliRun r = detseg_cli("convert voc " + dir + "/voc -o " + dir + "/out.json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  CocoDataset d = read_coco(dir + "/out.json");
+  ASSERT_EQ(d.images.size(), 2u);
+  EXPECT_EQ(d.images[0].file_name, "blood cell \xc3\xa9.jpg");
+  std::vector<std::string> names;
+  for (const auto& c : d.categories) names.push_back(c.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"Blutk\xc3\xb6rperchen \xf0\x9f\x94\xac", "Gr\xc3\xbc\xc3\x9f" "e",
+                                             "say \"hi\" & C:\\cells <1>"}));
+  ASSERT_EQ(d.annotations.size(), 3u);
+  EXPECT_DOUBLE_EQ(d.annotations[0].bbox[0], 1.5);
+  EXPECT_DOUBLE_EQ(d.annotations[0].bbox[3], 20.5);
+  EXPECT_DOUBLE_EQ(d.annotations[1].bbox[2], 0.0);  // zero width: kept here, dropped (and counted) by training
+
+  // An inverted box stops the conversion at its file and line, and nothing is written.
+  write_file_atomic(dir + "/voc/Annotations/b.xml",
+                    "<annotation><filename>b.jpg</filename><size><width>640</width><height>480</height></size>\n" +
+                        object("RBC", "<xmin>9</xmin><ymin>0</ymin><xmax>3</xmax><ymax>4</ymax>") + "</annotation>\n");
+  r = detseg_cli("convert voc " + dir + "/voc -o " + dir + "/bad.json");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("b.xml:2: <bndbox> has xmax < xmin"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/bad.json"));
+}

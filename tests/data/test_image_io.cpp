@@ -76,3 +76,64 @@ TEST(ImageIo, LabelPngMustBeSingleChannel) {
   std::string msg = error_of([&] { read_label_png(dir + "/rgb.png"); });
   EXPECT_NE(msg.find("rgb.png: label map must be a single-channel"), std::string::npos) << msg;
 }
+
+namespace {
+// A PNG signature and IHDR chunk claiming `width` x `height`, then nothing decodable.
+std::string png_header(uint32_t width, uint32_t height) {
+  std::string b = "\x89PNG\r\n\x1a\n";
+  b += std::string("\0\0\0\x0dIHDR", 8);
+  for (uint32_t v : {width, height})
+    for (int shift = 24; shift >= 0; shift -= 8) b += static_cast<char>((v >> shift) & 0xFF);
+  b += std::string("\x08\x02\0\0\0", 5);
+  return b + std::string(64, '\0');
+}
+}  // namespace
+
+TEST(ImageIo, HeaderSizeOfJpegPngBmpPnm) {
+  int64_t w = 0, h = 0;
+  const std::string jpeg = read_file(datatest::shared_data("bccd/BCCD/JPEGImages/BloodImage_00000.jpg"));
+  ASSERT_TRUE(image_header_size(jpeg, w, h));
+  EXPECT_EQ(w, 640);
+  EXPECT_EQ(h, 480);
+  ASSERT_TRUE(image_header_size(png_header(70000, 3), w, h));
+  EXPECT_EQ(w, 70000);
+  EXPECT_EQ(h, 3);
+  ASSERT_TRUE(image_header_size("P6\n# comment\n12 34\n255\n", w, h));
+  EXPECT_EQ(w, 12);
+  EXPECT_EQ(h, 34);
+  std::string bmp(54, '\0');
+  bmp[0] = 'B';
+  bmp[1] = 'M';
+  bmp[18] = 5;                                                      // width 5
+  bmp[22] = static_cast<char>(0xFD), bmp[23] = bmp[24] = bmp[25] = static_cast<char>(0xFF);  // height -3: top-down
+  ASSERT_TRUE(image_header_size(bmp, w, h));
+  EXPECT_EQ(w, 5);
+  EXPECT_EQ(h, 3);
+  EXPECT_FALSE(image_header_size("GIF89a....", w, h));
+}
+
+TEST(ImageIo, HugeClaimedSizeIsRefusedBeforeDecoding) {
+  const std::string dir = datatest::temp_dir("image_bomb");
+  write_file_atomic(dir + "/bomb.png", png_header(100000, 100000));
+  EXPECT_EQ(error_of([&] { read_image(dir + "/bomb.png"); }),
+            dir + "/bomb.png: image is 100000x100000 = 10000000000 pixels, above the limit of 178956970 "
+                  "(max_image_pixels in the config; a header claiming this is also how decompression bombs look)");
+  EXPECT_NE(error_of([&] { read_label_png(dir + "/bomb.png"); }).find("above the limit"), std::string::npos);
+  // A JPEG frame header claiming 65535 x 65535 (4.3 G pixels) in a 1 kB file.
+  std::string jpeg = read_file(datatest::shared_data("bccd/BCCD/JPEGImages/BloodImage_00000.jpg"));
+  int64_t w = 0, h = 0;
+  ASSERT_TRUE(image_header_size(jpeg, w, h));
+  const size_t sof = jpeg.find("\xff\xc0");
+  ASSERT_NE(sof, std::string::npos);
+  jpeg.replace(sof + 5, 4, "\xff\xff\xff\xff");
+  write_file_atomic(dir + "/bomb.jpg", jpeg);
+  EXPECT_NE(error_of([&] { read_image(dir + "/bomb.jpg"); }).find("image is 65535x65535 = 4294836225 pixels"),
+            std::string::npos);
+  // The limit is a setting: a real 640x480 image passes the default and fails a tiny limit.
+  const std::string real = datatest::shared_data("bccd/BCCD/JPEGImages/BloodImage_00000.jpg");
+  EXPECT_EQ(read_image(real).size(2), 640);
+  set_max_image_pixels(1000);
+  const std::string msg = error_of([&] { read_image(real); });
+  set_max_image_pixels(kDefaultMaxImagePixels);
+  EXPECT_NE(msg.find("image is 640x480 = 307200 pixels, above the limit of 1000"), std::string::npos) << msg;
+}

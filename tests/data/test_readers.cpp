@@ -157,6 +157,46 @@ TEST(VocReader, BadNumberMissingFieldUnknownClassMissingImage) {
   EXPECT_NE(msg.find("JPEGImages/a.jpg"), std::string::npos) << msg;
 }
 
+TEST(XmlParser, DeepNestingIsAnErrorNotAStackOverflow) {
+  std::string xml;
+  for (int i = 0; i < 20000; ++i) xml += "<a>";
+  for (int i = 0; i < 20000; ++i) xml += "</a>";
+  EXPECT_EQ(error_of([&] { parse_xml(xml, "deep.xml"); }),
+            "deep.xml:1: malformed XML: elements nested deeper than 256 levels");
+}
+
+TEST(XmlParser, CharacterReferencesBecomeUtf8) {
+  XmlNode root = parse_xml("<n>caf&#233; &#x20AC;</n>", "ref.xml");
+  EXPECT_EQ(root.text, "caf\xc3\xa9 \xe2\x82\xac");
+  EXPECT_EQ(error_of([] { parse_xml("<n>&#xD800;</n>", "s.xml"); }),
+            "s.xml:1: malformed XML: invalid character reference '&#xD800;'");
+  EXPECT_EQ(error_of([] { parse_xml("<n>&#0;</n>", "z.xml"); }), "z.xml:1: malformed XML: invalid character reference '&#0;'");
+}
+
+TEST(VocReader, InvertedBoxIsAnErrorWithFileAndLine) {
+  const std::string dir = tiny_voc("voc_inverted", voc_xml(
+      "  <object><name>RBC</name>\n"
+      "    <bndbox><xmin>50</xmin><ymin>2</ymin><xmax>10</xmax><ymax>6</ymax></bndbox></object>\n"));
+  EXPECT_EQ(error_of([&] { read_voc(dir); }),
+            dir + "/Annotations/a.xml:6: <bndbox> has xmax < xmin or ymax < ymin (50, 2, 10, 6)");
+}
+
+TEST(VocReader, NamesMustBeUtf8OrDeclaredLatin1) {
+  const std::string object =
+      "  <object><name>Blutk\xf6rperchen</name>\n"
+      "    <bndbox><xmin>1</xmin><ymin>2</ymin><xmax>10</xmax><ymax>6</ymax></bndbox></object>\n";
+  std::string dir = tiny_voc("voc_latin1_undeclared", voc_xml(object));
+  EXPECT_EQ(error_of([&] { read_voc(dir); }),
+            dir + "/Annotations/a.xml:5: <name> is not UTF-8 text (save the file as UTF-8, or declare its "
+                  "encoding: <?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>)");
+  std::string xml = voc_xml(object);
+  xml.replace(0, xml.find("?>"), "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"");
+  dir = tiny_voc("voc_latin1_declared", xml);
+  CocoDataset d = read_voc(dir);
+  ASSERT_EQ(d.categories.size(), 1u);
+  EXPECT_EQ(d.categories[0].name, "Blutk\xc3\xb6rperchen");
+}
+
 TEST(LabelMap, PlainNumberedAndPbtxt) {
   LabelMap plain = parse_label_map("# classes\ncat\n\ndog\n", "p.txt");
   ASSERT_EQ(plain.size(), 2u);

@@ -301,8 +301,8 @@ TEST(TrainNproc, HungWorkerTimesOutWithAClearError) {
 
 TEST(TrainNproc, NonFiniteLossOnOneRankStopsEveryRankAtThatStep) {
   // Two ranks started as torchrun starts them (no launcher to kill the survivor), a collective
-  // timeout far longer than the test allows, and rank 1's loss made NaN at step 2: both ranks must
-  // stop at step 2 at once, rank 0 naming rank 1 and the last good checkpoint.
+  // timeout far longer than the test allows, and rank 1's loss made NaN at step 3: both ranks must
+  // stop at step 3 at once, rank 0 naming rank 1 and the last good checkpoint (step 2's).
   const fs::path model = workdir() / "nan";
   fs::remove_all(model);
   const int port = 20000 + static_cast<int>(::getpid() % 20000);
@@ -312,7 +312,7 @@ TEST(TrainNproc, NonFiniteLossOnOneRankStopsEveryRankAtThatStep) {
     ranks[r] = start_background(
         "env RANK=" + std::to_string(r) + " LOCAL_RANK=" + std::to_string(r) +
             " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-            " DETSEG_INJECT_NAN_LOSS=2:1 " + DETSEG_BINARY + " --threads 1 train --config " + config() +
+            " DETSEG_INJECT_NAN_LOSS=3:1 " + DETSEG_BINARY + " --threads 1 train --config " + config() +
             " --model-dir " + model.string() +
             " --set train.num_steps=6 --set train.checkpoint_every=1 --set train.distributed.timeout_s=120",
         workdir() / ("nan" + std::to_string(r) + ".log"));
@@ -326,9 +326,9 @@ TEST(TrainNproc, NonFiniteLossOnOneRankStopsEveryRankAtThatStep) {
   EXPECT_TRUE(WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 1) << log0;
   EXPECT_TRUE(WIFEXITED(status[1]) && WEXITSTATUS(status[1]) == 1) << log1;
   EXPECT_LT(seconds, 60) << "the stop waited for the collective timeout\n" << log0;
-  EXPECT_NE(log1.find("loss is nan at step 2"), std::string::npos) << log1;
+  EXPECT_NE(log1.find("loss is nan at step 3"), std::string::npos) << log1;
   const std::string good = (model / "ckpt-2.dsckpt").string();
-  EXPECT_NE(log0.find("the loss of rank 1 is not finite at step 2; training stopped on every rank. The last good "
+  EXPECT_NE(log0.find("the loss of rank 1 is not finite at step 3; training stopped on every rank. The last good "
                       "checkpoint is " + good),
             std::string::npos)
       << log0;
@@ -400,3 +400,131 @@ TEST(TrainNproc, ShardedSegmentationEvalEqualsOneProcess) {
         << name;
 }
 // ---- end of sharded segmentation evaluation -------------------------------------------------------
+
+namespace {
+
+// Starts a long single-process run on `model` and waits until it logged `steps` steps.
+pid_t start_single_run(const fs::path& model, const std::string& log_name, int steps, const std::string& extra = "") {
+  fs::remove_all(model);
+  const pid_t pid = start_background(std::string(DETSEG_BINARY) + " --threads 1 train --config " + config() +
+                                         " --model-dir " + model.string() + " --set train.num_steps=100000 " + extra,
+                                     workdir() / log_name);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && count_lines(model / "metrics.jsonl") < steps)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return pid;
+}
+
+}  // namespace
+
+TEST(TrainStop, SecondTrainerRefusesAndSigintSavesACheckpointThatResumes) {
+  const fs::path model = workdir() / "sigint";
+  const pid_t first = start_single_run(model, "sigint.log", 2);
+  ASSERT_GE(count_lines(model / "metrics.jsonl"), 2) << read_text(workdir() / "sigint.log");
+
+  // A second trainer on the busy dir refuses at once, naming the holder, and writes nothing.
+  const std::string pipeline_before = read_text(model / "pipeline.yaml");
+  CmdRun second = run("train --config " + config() + " --model-dir " + model.string() + " --set train.num_steps=7");
+  EXPECT_EQ(second.code, 1) << second.output;
+  EXPECT_NE(second.output.find("detseg: error: " + model.string() + " is in use by another detseg train (pid " +
+                               std::to_string(first) + ")"),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(read_text(model / "pipeline.yaml"), pipeline_before);
+
+  // SIGINT: the step in flight finishes, a checkpoint of it is written, exit 130 with how to resume.
+  ::kill(first, SIGINT);
+  const int status = wait_for(first, 60);
+  const std::string log = read_text(workdir() / "sigint.log");
+  ASSERT_NE(status, -1) << "no stop within 60 s after SIGINT\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << log;
+  detseg::CheckpointManager manager(detseg::CheckpointManagerOptions{model.string(), 5, 1000});
+  const auto latest = manager.latest();
+  ASSERT_TRUE(latest.has_value()) << log;
+  const int64_t step = detseg::read_checkpoint(*latest).step;
+  EXPECT_GE(step, 2);
+  EXPECT_EQ(count_lines(model / "metrics.jsonl"), step) << "every step done is logged, none is lost";
+  EXPECT_NE(log.find("detseg: training stopped by SIGINT after step " + std::to_string(step) + "; checkpoint " +
+                     *latest + " saved. Run the same command again to resume"),
+            std::string::npos)
+      << log;
+
+  // The lock went with the process: the same command resumes from that checkpoint.
+  CmdRun resumed =
+      run("train --config " + config() + " --model-dir " + model.string() + " --set train.num_steps=" + std::to_string(step + 1));
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " + *latest + " at step " + std::to_string(step)), std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("trained to step " + std::to_string(step + 1)), std::string::npos) << resumed.output;
+}
+
+TEST(TrainStop, SecondSigintStopsAtOnceWithoutSaving) {
+  const fs::path model = workdir() / "sigint2";
+  // Steps of ~2 s at 1024 px, so both signals land within one step (the first one then only
+  // marks the stop); 30 ms apart, because signals sent back to back merge into one pending signal.
+  const pid_t pid = start_single_run(model, "sigint2.log", 1, "--set model.image_size=1024");
+  ::kill(pid, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ::kill(pid, SIGINT);
+  const int status = wait_for(pid, 30);
+  const std::string log = read_text(workdir() / "sigint2.log");
+  ASSERT_NE(status, -1) << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << log;
+  EXPECT_NE(log.find("second interrupt, stopping now without saving"), std::string::npos) << log;
+}
+
+TEST(TrainStop, KilledTrainerBlocksNothingAndItsTempFilesGo) {
+  const fs::path model = workdir() / "kill9";
+  const pid_t pid = start_single_run(model, "kill9.log", 1);
+  ::kill(pid, SIGKILL);
+  ASSERT_NE(wait_for(pid, 30), -1);
+  // What a checkpoint write cut short by kill -9 leaves: a temp file named after the dead writer.
+  const fs::path leftover = model / ("ckpt-1.dsckpt.tmp." + std::to_string(pid));
+  std::ofstream(leftover) << "half a checkpoint";
+  CmdRun again = run("train --config " + config() + " --model-dir " + model.string() + " --set train.num_steps=2");
+  EXPECT_EQ(again.code, 0) << again.output;
+  EXPECT_FALSE(fs::exists(leftover));
+}
+
+TEST(TrainStop, SigtermToTheLauncherStopsEveryRankWithACheckpoint) {
+  const pid_t launcher = start_long_run("sigterm", "", 2);
+  ::kill(launcher, SIGTERM);
+  const int status = wait_for(launcher, 60);
+  const std::string log = read_text(workdir() / "sigterm.log");
+  ASSERT_NE(status, -1) << "no stop within 60 s after SIGTERM\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << log;
+  EXPECT_EQ(log.find("stopping the other"), std::string::npos) << "a stop is not a worker failure\n" << log;
+  detseg::CheckpointManager manager(detseg::CheckpointManagerOptions{(workdir() / "sigterm").string(), 5, 1000});
+  const auto latest = manager.latest();
+  ASSERT_TRUE(latest.has_value()) << log;
+  EXPECT_NE(log.find("training stopped by SIGTERM after step " + std::to_string(detseg::read_checkpoint(*latest).step)),
+            std::string::npos)
+      << log;
+}
+
+TEST(TrainStop, ContinuousEvaluationStopsOnSigint) {
+  const fs::path empty = workdir() / "no_checkpoints";
+  fs::create_directories(empty);
+  const pid_t pid = start_background(std::string(DETSEG_BINARY) + " --threads 1 eval --config " + config() +
+                                         " --continuous --checkpoint-dir " + empty.string() + " --wait-interval 600",
+                                     workdir() / "eval_sigint.log");
+  // Wait until the process catches SIGINT (its SigCgt mask in /proc has bit 2), i.e. the engine is
+  // loaded and watching; before that SIGINT would simply kill it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto catches_sigint = [&] {
+    std::istringstream status(read_text(fs::path("/proc") / std::to_string(pid) / "status"));
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGINT - 1))) != 0;
+    return false;
+  };
+  while (std::chrono::steady_clock::now() < deadline && !catches_sigint())
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into the watcher's loop
+  ::kill(pid, SIGINT);
+  const int status = wait_for(pid, 20);
+  const std::string log = read_text(workdir() / "eval_sigint.log");
+  ASSERT_NE(status, -1) << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << log;
+  EXPECT_NE(log.find("detseg: continuous evaluation stopped by SIGINT"), std::string::npos) << log;
+}

@@ -193,9 +193,9 @@ TEST(Engine, NonFiniteLossStopsWithStepAndLastGoodCheckpoint) {
   auto latest = manager.latest();
   ASSERT_TRUE(latest.has_value()) << message;
   detseg::Checkpoint good = detseg::read_checkpoint(*latest);
-  // The message names the failing step (the steps done before it = the last checkpoint's step) and
-  // that checkpoint, which loads and holds finite weights.
-  EXPECT_NE(message.find(" at step " + std::to_string(good.step) + " "), std::string::npos) << message;
+  // The message names the failing step as metrics.jsonl numbers it (one past the last checkpoint's
+  // step) and that checkpoint, which loads and holds finite weights.
+  EXPECT_NE(message.find(" at step " + std::to_string(good.step + 1) + " "), std::string::npos) << message;
   EXPECT_NE(message.find("The last good checkpoint is " + *latest), std::string::npos) << message;
   EXPECT_GE(good.step, 1);
   for (auto& [name, t] : good.model)

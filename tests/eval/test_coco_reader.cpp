@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <vector>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
@@ -223,4 +224,56 @@ TEST(CocoReader, AllCases) {
     SCOPED_TRACE("ResultsGetIdsAreasAndChecks");
     CocoReader_ResultsGetIdsAreasAndChecks();
   }
+}
+
+TEST(CocoReader, MissingCategoriesOrAnnotationsListsReadAsEmpty) {
+  // Both lists are optional in pycocotools; an absent one used to be iterated as a null array.
+  CocoDataset no_annotations = read_coco(temp_file(
+      "no_annotations.json", R"({"images": [{"id": 1, "width": 4, "height": 4}], "categories": [{"id": 1}]})"));
+  EXPECT_TRUE(no_annotations.annotations.empty());
+  EXPECT_EQ(no_annotations.categories.size(), 1u);
+  CocoDataset neither = read_coco(temp_file("neither.json", R"({"images": [{"id": 1}]})"));
+  EXPECT_TRUE(neither.categories.empty());
+  EXPECT_TRUE(neither.annotations.empty());
+  const std::string path = temp_file("no_categories.json", R"({"images": [{"id": 1}],
+    "annotations": [{"id": 1, "image_id": 1, "category_id": 3, "bbox": [0, 0, 1, 1]}]})");
+  expect_error([&] { read_coco(path); },
+               {path + ": annotations[0].category_id: category 3 is not in \"categories\""});
+}
+
+TEST(CocoReader, PolygonFarOutsideItsImageIsRefusedWithItsField) {
+  const std::string gt = temp_file("huge_polygon.json", R"({"images": [{"id": 1, "width": 640, "height": 480}],
+    "categories": [{"id": 1}], "annotations": [
+      {"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "segmentation": [[0, 0, 10, 0, 10, 10]]},
+      {"id": 2, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1],
+       "segmentation": [[0, 0, -1e9, 0, 10, 10]]}]})");
+  expect_error([&] { read_coco(gt); },
+               {gt + ": annotations[1].segmentation: polygon coordinate -1e+09 is outside [-5120, 5120] (8x the "
+                     "640x480 image's larger side)"});
+  // Coordinates a little outside the image are normal (pycocotools clips them while rasterizing).
+  CocoDataset ok = read_coco(temp_file("edge_polygon.json", R"({"images": [{"id": 1, "width": 640, "height": 480}],
+    "categories": [{"id": 1}], "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1],
+      "segmentation": [[-20, -20, 700, -20, 700, 500]]}]})"));
+  EXPECT_EQ(ok.annotations.size(), 1u);
+
+  // Results files are checked the same way, against the ground truth image.
+  const std::string dt = temp_file("huge_polygon_dt.json",
+                                   R"([{"image_id": 1, "category_id": 1, "score": 0.5, "segmentation": [[0, 0, 1, 0, 1, "nan"]]},
+                                       {"image_id": 1, "category_id": 1, "score": 0.5, "segmentation": [[0, 0, 3e9, 0, 1, 1]]}])");
+  expect_error([&] { read_coco_results(dt, ok); }, {dt + ": [0].segmentation: polygon coordinates must be numbers"});
+  const std::string dt2 = temp_file("huge_polygon_dt2.json",
+                                    R"([{"image_id": 1, "category_id": 1, "score": 0.5, "segmentation": [[0, 0, 3e9, 0, 1, 1]]}])");
+  expect_error([&] { read_coco_results(dt2, ok); }, {dt2 + ": [0].segmentation: polygon coordinate 3e+09 is outside"});
+}
+
+TEST(CocoReader, PolygonWithVeryLongEdgesIsRefused) {
+  // Every coordinate in range, but 4000 edges crossing a 4000-px image: 16M pixels of edge walk.
+  std::vector<double> xy;
+  for (int i = 0; i < 4000; ++i) {
+    xy.push_back(i % 2 ? 4000 : 0);
+    xy.push_back(i);
+  }
+  EXPECT_NE(polygon_problem(xy.data(), xy.size() / 2, 4000, 4000).find("polygon edges are "), std::string::npos);
+  EXPECT_EQ(polygon_problem(xy.data(), 100, 4000, 4000), "");
+  expect_error([&] { rle_from_polygon(xy.data(), xy.size() / 2, 4000, 4000); }, {"polygon edges are "});
 }

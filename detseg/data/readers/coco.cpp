@@ -149,11 +149,15 @@ void get_segmentation(element value, const FieldPath& at, CocoSegmentation& out)
     at.fail("segmentation.counts", str("counts sum to ", total, ", not height*width = ", hw[0] * hw[1]));
 }
 
+// The list under `key`, or an empty list when an optional key is absent. (A default-constructed
+// dom::array has no tape behind it: iterating one crashes, so absent keys read an empty literal.)
 simdjson::dom::array get_array(element root, const std::string& file, const char* key, bool required) {
   element value;
   if (root[key].get(value)) {
     DETSEG_CHECK(!required, file, ": missing \"", key, "\"");
-    return simdjson::dom::array();
+    static simdjson::dom::parser empty_parser;
+    static const simdjson::dom::array empty = empty_parser.parse(std::string_view("[]")).get_array().value();
+    return empty;
   }
   DETSEG_CHECK(value.type() == element_type::ARRAY, file, ": \"", key, "\" must be a list, got ",
                type_name(value.type()));
@@ -206,6 +210,15 @@ Seen read_annotation(element value, const FieldPath& at, CocoAnnotation& ann) {
   return seen;
 }
 
+// Polygons are checked against their image when the file is read, so a hostile coordinate is
+// reported with its file and field instead of surfacing (or exhausting memory) during evaluation.
+void check_polygons(const CocoSegmentation& segmentation, const CocoImage& image, const FieldPath& at) {
+  if (segmentation.kind != CocoSegmentation::kPolygons) return;
+  for (const auto& xy : segmentation.polygons) {
+    const std::string problem = polygon_problem(xy.data(), xy.size() / 2, image.height, image.width);
+    if (!problem.empty()) at.fail("segmentation", problem);
+  }
+}
 void append_number(std::string& out, double v) {
   char buffer[32];
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {
@@ -335,6 +348,10 @@ CocoDataset read_coco(const std::string& path) {
     if (!seen.area) ann.area = ann.bbox[2] * ann.bbox[3];
   }
   data.index();
+  for (size_t j = 0; j < data.annotations.size(); ++j) {
+    const CocoAnnotation& ann = data.annotations[j];
+    check_polygons(ann.segmentation, data.images[data.image_index.at(ann.image_id)], FieldPath{path, "annotations", j});
+  }
   return data;
 }
 
@@ -407,6 +424,7 @@ CocoDataset read_coco_results(const JsonDocument& doc, const CocoDataset& gt) {
       at.fail("category_id", str("category ", ann.category_id, " is not in the ground truth ", gt.source));
     if (box_mode && !seen.bbox) at.fail("bbox", "missing (the first result has a bbox, so every result needs one)");
     if (!box_mode && !seen.segmentation) at.fail("segmentation", "missing (the first result has only a segmentation)");
+    check_polygons(ann.segmentation, gt.images[image->second], at);
     finish_coco_result(ann, static_cast<int64_t>(i), box_mode, gt.images[image->second]);
     ++i;
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/core/json.h"
 
 namespace detseg {
 namespace fs = std::filesystem;
@@ -79,13 +81,28 @@ class XmlParser {
       else if (ent == "gt") out += '>';
       else if (ent == "quot") out += '"';
       else if (ent == "apos") out += '\'';
-      else if (!ent.empty() && ent[0] == '#') out += static_cast<char>(std::strtol(ent.c_str() + 1 + (ent[1] == 'x'), nullptr, ent[1] == 'x' ? 16 : 10));
+      else if (ent.size() > 1 && ent[0] == '#') append_char_reference(out, ent);
       else fail(str("unknown entity '&", ent, ";'"));
       i = semi;
     }
   }
 
-  XmlNode parse_element() {
+  // &#233; or &#xE9; as UTF-8 (the only encoding detseg's COCO files can carry).
+  void append_char_reference(std::string& out, const std::string& ent) {
+    const bool hex = ent[1] == 'x' || ent[1] == 'X';
+    const std::string digits = ent.substr(hex ? 2 : 1);
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long cp = std::strtoul(digits.c_str(), &end, hex ? 16 : 10);
+    if (digits.empty() || *end != '\0' || errno != 0 || cp == 0 || cp > 0x10FFFF ||
+        !append_utf8(out, static_cast<uint32_t>(cp)))
+      fail(str("invalid character reference '&", ent, ";'"));
+  }
+
+  XmlNode parse_element(int depth = 0) {
+    // Real VOC files are 3 levels deep; the bound keeps a hostile file from exhausting the stack.
+    constexpr int kMaxDepth = 256;
+    if (depth > kMaxDepth) fail(str("elements nested deeper than ", kMaxDepth, " levels"));
     XmlNode node;
     node.line = line_;
     advance(1);  // '<'
@@ -142,7 +159,7 @@ class XmlParser {
       } else if (starts("<?")) {
         skip_until("?>", "processing instruction");
       } else {
-        node.children.push_back(parse_element());
+        node.children.push_back(parse_element(depth + 1));
       }
     }
     // Trim: VOC text is always a single token or phrase surrounded by indentation.
@@ -172,6 +189,13 @@ double require_number(const XmlNode& parent, const std::string& name, const std:
   DETSEG_CHECK(!c.text.empty() && end && *end == '\0' && std::isfinite(v), location(file, c.line), "<", name,
                "> must be a number, got '", c.text, "'");
   return v;
+}
+
+const std::string& require_utf8(const XmlNode& node, const std::string& file) {
+  DETSEG_CHECK(is_valid_utf8(node.text), location(file, node.line), "<", node.name,
+               "> is not UTF-8 text (save the file as UTF-8, or declare its encoding: <?xml version=\"1.0\" "
+               "encoding=\"ISO-8859-1\"?>)");
+  return node.text;
 }
 
 bool read_flag(const XmlNode& object, const std::string& name, const std::string& file) {
@@ -219,7 +243,34 @@ const XmlNode* XmlNode::child(const std::string& child_name) const {
   return nullptr;
 }
 
-XmlNode parse_xml(const std::string& text, const std::string& file) { return XmlParser(text, file).parse_document(); }
+namespace {
+// The encoding named by an <?xml ... encoding="..."?> declaration, lower-cased ("" when none).
+std::string declared_encoding(const std::string& text) {
+  if (text.compare(0, 5, "<?xml") != 0) return "";
+  const std::string prolog = text.substr(0, text.find("?>"));
+  const size_t key = prolog.find("encoding");
+  if (key == std::string::npos) return "";
+  const size_t open = prolog.find_first_of("\"'", key);
+  if (open == std::string::npos) return "";
+  const size_t close = prolog.find(prolog[open], open + 1);
+  if (close == std::string::npos) return "";
+  std::string name = prolog.substr(open + 1, close - open - 1);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+}  // namespace
+
+XmlNode parse_xml(const std::string& text, const std::string& file) {
+  // Latin-1 files (some labelling tools on Windows write them) become UTF-8 here, byte for code point.
+  const std::string encoding = declared_encoding(text);
+  if (encoding == "iso-8859-1" || encoding == "latin-1" || encoding == "latin1") {
+    std::string utf8;
+    utf8.reserve(text.size() + text.size() / 8);
+    for (char c : text) append_utf8(utf8, static_cast<unsigned char>(c));
+    return XmlParser(utf8, file).parse_document();
+  }
+  return XmlParser(text, file).parse_document();
+}
 
 CocoDataset read_voc(const std::string& voc_dir, const VocOptions& options) {
   const std::vector<std::string> ids = list_ids(voc_dir, options.split);
@@ -237,6 +288,7 @@ CocoDataset read_voc(const std::string& voc_dir, const VocOptions& options) {
     CocoImage image;
     image.id = static_cast<int64_t>(i) + 1;
     const XmlNode* filename = root.child("filename");
+    if (filename) require_utf8(*filename, file);
     image.file_name = filename && !filename->text.empty() ? filename->text : ids[i] + ".jpg";
     if (options.check_images && !file_exists((image_dir / image.file_name).string())) {
       // Some VOC writers store the name without extension or with a stale one: fall back to <id>.jpg.
@@ -254,13 +306,17 @@ CocoDataset read_voc(const std::string& voc_dir, const VocOptions& options) {
     for (const XmlNode& obj : root.children) {
       if (obj.name != "object") continue;
       ParsedObject p;
-      p.name = require(obj, "name", file).text;
+      p.name = require_utf8(require(obj, "name", file), file);
       p.line = obj.line;
       const XmlNode& box = require(obj, "bndbox", file);
       p.box[0] = require_number(box, "xmin", file);
       p.box[1] = require_number(box, "ymin", file);
       p.box[2] = require_number(box, "xmax", file);
       p.box[3] = require_number(box, "ymax", file);
+      // COCO keeps width and height, which cannot be negative: an inverted box is an error here,
+      // not a file that detseg's own COCO reader would then refuse.
+      DETSEG_CHECK(p.box[2] >= p.box[0] && p.box[3] >= p.box[1], location(file, box.line), "<bndbox> has xmax < xmin or ymax < ymin (",
+                   p.box[0], ", ", p.box[1], ", ", p.box[2], ", ", p.box[3], ")");
       p.difficult = read_flag(obj, "difficult", file);
       p.truncated = read_flag(obj, "truncated", file);
       objects[i].push_back(p);
