@@ -6,15 +6,11 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "detseg/config/config.h"
 
 namespace detseg::cli {
 
-int run_info(bool config_keys) {
-  if (config_keys) {
-    std::printf("%s", config_reference_markdown().c_str());
-    return 0;
-  }
+int run_info(const InfoArgs& args) {
+  if (run_config_info(args)) return 0;
   std::printf("detseg %s\n", DETSEG_VERSION);
   std::printf("torch %s\n", TORCH_VERSION);
   std::printf("threads %d\n", at::get_num_threads());

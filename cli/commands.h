@@ -64,7 +64,15 @@ int run_eval(const EvalArgs& args);
 int run_predict(const PredictArgs& args);
 int run_coco_eval(const CocoEvalArgs& args);
 int run_convert_voc(const ConvertVocArgs& args);
-int run_info(bool config_keys);
+struct InfoArgs {
+  bool config_keys = false;
+  bool resolved = false;
+  std::string config;
+  std::vector<std::string> overrides;
+};
+int run_info(const InfoArgs& args);
+// The torch-free parts of `info` (--config-keys, --resolved); false when `args` asks for neither.
+bool run_config_info(const InfoArgs& args);
 int run_plot(const PlotArgs& args);
 
 }  // namespace detseg::cli

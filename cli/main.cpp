@@ -100,10 +100,14 @@ int main(int argc, char** argv) {
   plot_app->add_option("--height", plot.height, "Chart height in pixels")->check(CLI::Range(150, 8000));
   plot_app->callback([&] { run = [&] { return run_plot(plot); }; });
 
-  bool config_keys = false;
+  InfoArgs info;
   auto* info_app = app.add_subcommand("info", "Print versions, thread count, BLAS and CUDA availability");
-  info_app->add_flag("--config-keys", config_keys, "Print every pipeline-config key (Markdown table) instead");
-  info_app->callback([&] { run = [&] { return run_info(config_keys); }; });
+  info_app->add_flag("--config-keys", info.config_keys, "Print every pipeline-config key (Markdown table) instead");
+  info_app->add_option("--config", info.config, "With --resolved: the config to print");
+  info_app->add_flag("--resolved", info.resolved,
+                     "Print --config with its _base_ configs merged, --set applied and every default filled in");
+  add_overrides(info_app, info.overrides);
+  info_app->callback([&] { run = [&] { return run_info(info); }; });
 
   try {
     app.parse(argc, argv);

@@ -311,6 +311,10 @@ void visit_config(V& v, PipelineConfig& c) {
 // ---------------------------------------------------------------------------------------------
 // Reader: walks the YAML tree beside the declaration, checks each value, rejects unknown keys.
 
+// Which file each key path ("train.batch_size", or a whole section "train") was read from, when it
+// is not the config file itself (keys inherited through _base_).
+using KeyOrigins = std::map<std::string, std::string>;
+
 std::string quoted(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
   if (node.IsScalar()) return "\"" + node.Scalar() + "\"";
@@ -389,8 +393,8 @@ std::string format_gradient_multiplier(const GradientMultiplier& m) {
 
 class Reader {
  public:
-  Reader(YAML::Node root, std::string source, std::set<std::string> overridden, std::string base_dir)
-      : source_(std::move(source)), overridden_(std::move(overridden)), base_dir_(std::move(base_dir)) {
+  Reader(YAML::Node root, std::string source, std::set<std::string> overridden, KeyOrigins origins)
+      : source_(std::move(source)), overridden_(std::move(overridden)), origins_(std::move(origins)) {
     stack_.push_back(Level{root, ""});
     check_mapping(root, "the top level");
   }
@@ -445,7 +449,19 @@ class Reader {
 
   std::string where(const YAML::Node& node, const std::string& path) const {
     if (overridden_.count(path)) return "--set " + path + ": ";
-    return location(source_, node.Mark().line >= 0 ? node.Mark().line + 1 : 0);
+    return location(file_of(path), node.Mark().line >= 0 ? node.Mark().line + 1 : 0);
+  }
+
+  // The file a key came from (with _base_, a key may come from a base config): the entry for the
+  // key itself or for the nearest section above it.
+  const std::string& file_of(std::string path) const {
+    for (;;) {
+      auto it = origins_.find(path);
+      if (it != origins_.end()) return it->second;
+      const size_t dot = path.rfind('.');
+      if (dot == std::string::npos) return source_;
+      path.resize(dot);
+    }
   }
 
   [[noreturn]] void fail(const YAML::Node& node, const std::string& path, const std::string& expected) const {
@@ -504,7 +520,8 @@ class Reader {
     }
     if (check.is_path && !out.empty() && !overridden_.count(path) &&
         std::filesystem::path(out).is_relative()) {
-      out = (std::filesystem::path(base_dir_) / out).lexically_normal().string();
+      std::string dir = std::filesystem::path(file_of(path)).parent_path().string();
+      out = (std::filesystem::path(dir.empty() ? "." : dir) / out).lexically_normal().string();
     }
   }
   void read(const YAML::Node& node, const std::string& path, GradientMultiplier& out, const Check&) const {
@@ -535,7 +552,7 @@ class Reader {
 
   std::string source_;
   std::set<std::string> overridden_;
-  std::string base_dir_;
+  KeyOrigins origins_;
   std::vector<Level> stack_;
 };
 
@@ -732,8 +749,9 @@ void check_consistency(const PipelineConfig& c) {
 
 }  // namespace
 
-PipelineConfig parse_config(const std::string& yaml_text, const std::string& source,
-                            const std::vector<std::string>& overrides) {
+namespace {
+
+YAML::Node parse_yaml_file_text(const std::string& yaml_text, const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -745,12 +763,104 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& sou
     throw ConfigError(location(source, root.Mark().line >= 0 ? root.Mark().line + 1 : 1) +
                       "expected a mapping of keys (model:, train:, ...) at the top level, got " + quoted(root));
   reject_duplicate_keys(root, source, "");
+  return root;
+}
+
+void record_origin(const YAML::Node& node, const std::string& path, const std::string& file, KeyOrigins& origins) {
+  origins[path] = file;
+  if (node.IsMap())
+    for (const auto& item : node)
+      if (item.first.IsScalar()) record_origin(item.second, path + "." + item.first.Scalar(), file, origins);
+}
+
+void forget_origins_under(const std::string& path, KeyOrigins& origins) {
+  for (auto it = origins.lower_bound(path); it != origins.end() && it->first.compare(0, path.size(), path) == 0;) {
+    const bool below = it->first.size() == path.size() || it->first[path.size()] == '.';
+    it = below ? origins.erase(it) : std::next(it);
+  }
+}
+
+// Merges `top` over `bottom` key by key: sections merge recursively, anything else in `top`
+// replaces what `bottom` had (lists too, as mmdetection's _base_ does).
+void merge_over(YAML::Node bottom, const YAML::Node& top, const std::string& prefix, const KeyOrigins& top_origins,
+                KeyOrigins& origins) {
+  for (const auto& item : top) {
+    const std::string key = item.first.Scalar();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    const YAML::Node& const_bottom = bottom;
+    YAML::Node below = const_bottom[key];
+    if (below.IsDefined() && below.IsMap() && item.second.IsMap()) {
+      merge_over(below, item.second, path, top_origins, origins);
+      continue;
+    }
+    bottom[key] = item.second;  // shares the node (and its line); the source trees are not reused
+    forget_origins_under(path, origins);
+    for (auto it = top_origins.lower_bound(path); it != top_origins.end() && it->first.compare(0, path.size(), path) == 0; ++it)
+      if (it->first.size() == path.size() || it->first[path.size()] == '.') origins[it->first] = it->second;
+  }
+}
+
+// Reads `path` with its _base_ configs (a path or a list, relative to the file that names them)
+// merged underneath, the later base over the earlier and the file itself over all.
+YAML::Node load_with_bases(const std::string& path, const std::string& text, std::vector<std::string>& chain,
+                           KeyOrigins& origins) {
+  YAML::Node own = parse_yaml_file_text(text, path);
+  KeyOrigins own_origins;
+  for (const auto& item : own)
+    if (item.first.IsScalar()) record_origin(item.second, item.first.Scalar(), path, own_origins);
+  const YAML::Node& const_own = own;
+  const YAML::Node bases = const_own["_base_"];
+  if (!bases.IsDefined()) {
+    origins = std::move(own_origins);
+    return own;
+  }
+  const std::string where = location(path, bases.Mark().line + 1);
+  std::vector<std::string> base_paths;
+  if (bases.IsScalar()) base_paths.push_back(bases.Scalar());
+  else if (bases.IsSequence())
+    for (const auto& b : bases) {
+      if (!b.IsScalar()) throw ConfigError(where + "_base_: expected a config path or a list of paths");
+      base_paths.push_back(b.Scalar());
+    }
+  else
+    throw ConfigError(where + "_base_: expected a config path or a list of paths, got " + quoted(bases));
+  own.remove("_base_");
+  forget_origins_under("_base_", own_origins);
+
+  YAML::Node merged(YAML::NodeType::Map);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  for (const std::string& base : base_paths) {
+    std::string base_path = std::filesystem::path(base).is_relative()
+                                ? (std::filesystem::path(dir.empty() ? "." : dir) / base).lexically_normal().string()
+                                : base;
+    DETSEG_CONFIG_CHECK(file_exists(base_path) && !is_directory(base_path), where, "_base_: ", base_path,
+                        ": config file not found");
+    for (const std::string& seen : chain)
+      DETSEG_CONFIG_CHECK(!std::filesystem::equivalent(seen, base_path), where, "_base_: ", base_path,
+                          " is already being read (a cycle of _base_ configs)");
+    chain.push_back(base_path);
+    KeyOrigins base_origins;
+    YAML::Node base_root = load_with_bases(base_path, read_file(base_path), chain, base_origins);
+    chain.pop_back();
+    merge_over(merged, base_root, "", base_origins, origins);
+  }
+  merge_over(merged, own, "", own_origins, origins);
+  return merged;
+}
+
+}  // namespace
+
+PipelineConfig parse_config(const std::string& yaml_text, const std::string& source,
+                            const std::vector<std::string>& overrides) {
+  std::vector<std::string> chain;
+  if (file_exists(source)) chain.push_back(source);
+  KeyOrigins origins;
+  YAML::Node root = load_with_bases(source, yaml_text, chain, origins);
   std::set<std::string> overridden;
   for (const auto& o : overrides) apply_override(root, o, overridden);
-  std::string base_dir = std::filesystem::path(source).parent_path().string();
   PipelineConfig config;
   config.source = source;
-  Reader reader(root, source, overridden, base_dir.empty() ? "." : base_dir);
+  Reader reader(root, source, overridden, origins);
   visit_config(reader, config);
   reader.finish();
   check_consistency(config);
@@ -759,6 +869,7 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& sou
 
 PipelineConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
   DETSEG_CONFIG_CHECK(file_exists(path), path, ": config file not found");
+  DETSEG_CONFIG_CHECK(!is_directory(path), path, ": is a folder, expected a config file");
   return parse_config(read_file(path), path, overrides);
 }
 

@@ -89,7 +89,13 @@ bool locate_json_problem(const std::string& text, size_t max_depth, JsonPlace& o
   bool expect_key = false;
   auto path = [&] {
     std::string p;
-    for (const Frame& f : stack) {
+    for (size_t k = 0; k < stack.size(); ++k) {
+      // A deep path keeps its first and last few steps: "images[0].x[0]...[0][0]".
+      if (stack.size() > 12 && k >= 6 && k + 3 < stack.size()) {
+        if (k == 6) p += "...";
+        continue;
+      }
+      const Frame& f = stack[k];
       if (f.array) p += "[" + std::to_string(f.index) + "]";
       else if (!f.key.empty()) p += (p.empty() ? "" : ".") + f.key;
     }

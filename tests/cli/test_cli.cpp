@@ -1,6 +1,7 @@
 // The command-line contract: help for every subcommand, exit codes 0/1/2, config errors that name
 // file, line and key.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -105,8 +106,8 @@ TEST(Cli, CocoEvalRunsWithoutTheEngineAndForwardingErrorsAreClear) {
   // The engine gets the arguments unchanged, and passive OpenMP waiting unless the user chose.
   const std::string fake_engine = write_temp("fake-engine.sh", "#!/bin/sh\necho \"args=$* omp=$OMP_WAIT_POLICY\"\n");
   fs::permissions(fake_engine, fs::perms::owner_all);
-  CliRun forwarded = run("--threads 1 info --config-keys", "DETSEG_ENGINE=" + fake_engine);
-  EXPECT_NE(forwarded.output.find("args=--threads 1 info --config-keys omp=passive"), std::string::npos)
+  CliRun forwarded = run("--threads 1 info", "DETSEG_ENGINE=" + fake_engine);
+  EXPECT_NE(forwarded.output.find("args=--threads 1 info omp=passive"), std::string::npos)
       << forwarded.output;
   forwarded = run("info", "OMP_WAIT_POLICY=active DETSEG_ENGINE=" + fake_engine);
   EXPECT_NE(forwarded.output.find("omp=active"), std::string::npos) << forwarded.output;
@@ -143,5 +144,23 @@ TEST(Cli, PlotExitCodesAndOutput) {
   EXPECT_TRUE(fs::exists(dir / "charts" / "loss.png")) << ok.output;
   EXPECT_TRUE(fs::exists(dir / "charts" / "learning_rate.png")) << ok.output;
   EXPECT_FALSE(fs::exists(dir / "charts" / "eval_ap.png"));  // no evaluations logged
+  fs::remove_all(dir);
+}
+
+TEST(Cli, InfoResolvedPrintsTheMergedConfig) {
+  const fs::path dir = fs::temp_directory_path() / ("detseg_test_cli_resolved_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "child.yaml") << "_base_: " << DETSEG_SOURCE_DIR
+                                    << "/configs/demo/retinanet_r18_bccd.yaml\nmodel: {image_size: 320}\n";
+  CliRun r = run("info --config " + (dir / "child.yaml").string() + " --resolved --set train.num_steps=9");
+  ASSERT_EQ(r.code, 0) << r.output;
+  // The child's value, the --set, and the base's own keys (its backbone) all in one resolved YAML.
+  EXPECT_NE(r.output.find("image_size: 320"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("num_steps: 9"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("backbone: \"resnet18\""), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("_base_"), std::string::npos) << r.output;
+  r = run("info --resolved");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("info: --resolved and --config go together"), std::string::npos) << r.output;
   fs::remove_all(dir);
 }

@@ -1,6 +1,9 @@
 // Config loading: defaults, overrides, and every kind of mistake named with file:line and key.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "detseg/config/config.h"
 #include "detseg/core/error.h"
 
@@ -223,4 +226,65 @@ TEST(Config, ScalarOrListRootNamesTheFile) {
             "configs/x.yaml:1: expected a mapping of keys (model:, train:, ...) at the top level, got \"just text\"");
   EXPECT_EQ(error_of("- a\n- b\n", {"train.num_steps=3"}),
             "configs/x.yaml:1: expected a mapping of keys (model:, train:, ...) at the top level, got a list");
+}
+
+namespace {
+
+std::string write_configs(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("detseg_test_config_" + name);
+  std::filesystem::remove_all(dir);
+  for (const auto& [file, text] : files) {
+    std::filesystem::create_directories((dir / file).parent_path());
+    std::ofstream(dir / file) << text;
+  }
+  return dir.string();
+}
+
+std::string load_error(const std::string& path, const std::vector<std::string>& overrides = {}) {
+  try {
+    detseg::load_config(path, overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(ConfigBase, ChildWinsKeyByKeyAndPathsStayWithTheirFile) {
+  const std::string dir = write_configs("base", {
+      {"bases/model.yaml", "model:\n  num_classes: 3\n  image_size: 320\n  aspect_ratios: [1.0, 2.0]\n"
+                           "train_input:\n  annotations: data/train.json\n"},
+      {"bases/schedule.yaml", "train:\n  num_steps: 100\n  batch_size: 2\n  schedule: {type: cosine}\n"},
+      {"child.yaml", "_base_: [bases/model.yaml, bases/schedule.yaml]\n"
+                     "model:\n  image_size: 256\n  aspect_ratios: [1.0]\n"
+                     "train:\n  batch_size: 4\n"},
+  });
+  const detseg::PipelineConfig c = detseg::load_config(dir + "/child.yaml", {"train.num_steps=7"});
+  EXPECT_EQ(c.model.num_classes, 3);                                // from the first base
+  EXPECT_EQ(c.model.image_size, 256);                               // the child wins
+  EXPECT_EQ(c.model.aspect_ratios, std::vector<double>({1.0}));     // lists are replaced, not merged
+  EXPECT_EQ(c.train.batch_size, 4);
+  EXPECT_EQ(c.train.schedule.type, "cosine");                       // from the second base
+  EXPECT_EQ(c.train.num_steps, 7);                                  // --set over everything
+  // A relative path is anchored at the folder of the file that wrote it.
+  EXPECT_EQ(c.train_input.annotations, dir + "/bases/data/train.json");
+}
+
+TEST(ConfigBase, ErrorsNameTheFileAndLineTheKeyCameFrom) {
+  const std::string dir = write_configs("base_errors", {
+      {"base.yaml", "model:\n  num_classes: 3\n  image_sise: 320\n"},
+      {"child.yaml", "_base_: base.yaml\ntrain:\n  batch_size: 4\n"},
+      {"bad_value_base.yaml", "train:\n  num_steps: lots\n"},
+      {"child2.yaml", "model: {num_classes: 3}\n_base_: bad_value_base.yaml\n"},
+      {"missing.yaml", "_base_: nope.yaml\n"},
+      {"a.yaml", "_base_: b.yaml\n"},
+      {"b.yaml", "_base_: a.yaml\n"},
+  });
+  EXPECT_EQ(load_error(dir + "/child.yaml").substr(0, (dir + "/base.yaml:3: model.image_sise: unknown key").size()),
+            dir + "/base.yaml:3: model.image_sise: unknown key");
+  EXPECT_EQ(load_error(dir + "/child2.yaml"),
+            dir + "/bad_value_base.yaml:2: train.num_steps: expected an integer >= 1, got \"lots\"");
+  EXPECT_EQ(load_error(dir + "/missing.yaml"), dir + "/missing.yaml:1: _base_: " + dir + "/nope.yaml: config file not found");
+  EXPECT_NE(load_error(dir + "/a.yaml").find("is already being read (a cycle of _base_ configs)"), std::string::npos);
 }
