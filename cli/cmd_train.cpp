@@ -43,6 +43,7 @@ int run_train(const TrainArgs& args) {
     std::printf("evaluation of step %lld on %lld images:\n%s", static_cast<long long>(eval.step),
                 static_cast<long long>(eval.num_images), eval.text.c_str());
     write_file_atomic(args.model_dir + "/eval-final.json", eval.json);
+    if (!eval.detections.empty()) write_file_atomic(args.model_dir + "/detections-final.json", eval.detections);
   }
   return 0;
 }

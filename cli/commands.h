@@ -21,6 +21,8 @@ struct EvalArgs {
   std::string checkpoint;  // one checkpoint file, or
   std::string model_dir;   // the latest checkpoint in a model directory
   std::string json_out;
+  std::string detections_out;  // COCO results file; default <checkpoint folder>/eval/detections-<step>.json
+  bool no_metrics = false;
   std::vector<std::string> overrides;
   bool continuous = false;
   std::string checkpoint_dir;

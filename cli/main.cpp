@@ -55,6 +55,11 @@ int main(int argc, char** argv) {
   auto* ckpt = eval_app->add_option("--checkpoint", eval.checkpoint, "Checkpoint file to evaluate");
   auto* mdir = eval_app->add_option("--model-dir", eval.model_dir, "Evaluate the latest checkpoint in this folder");
   eval_app->add_option("--json", eval.json_out, "Write the metrics (detectors: \"stats\", the 12 COCO numbers; segmenters: mIoU, per-class IoU, pixel accuracy) to this JSON file");
+  eval_app->add_option("--detections", eval.detections_out,
+                       "Write the detections in COCO results format to this file (default: <checkpoint folder>/eval/"
+                       "detections-<step>.json)");
+  eval_app->add_flag("--no-metrics", eval.no_metrics,
+                     "Only write the detections (images without ground truth, e.g. a COCO test-dev image list)");
   eval_app->add_flag("--continuous", eval.continuous, "Evaluate each new checkpoint in --checkpoint-dir once");
   eval_app->add_option("--checkpoint-dir", eval.checkpoint_dir, "Folder watched by --continuous");
   eval_app->add_option("--wait-interval", eval.wait_interval, "With --continuous: stop after this many seconds with no new checkpoint");

@@ -15,6 +15,7 @@
 #include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/eval/coco_results.h"
 #include "detseg/eval/rle.h"
 #include "detseg/dist/process_group.h"
 #include "detseg/engine/device.h"
@@ -121,7 +122,8 @@ bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& d
 
 }  // namespace
 
-DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model, dist::ProcessGroup* group) {
+DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model, dist::ProcessGroup* group,
+                                      bool metrics) {
   torch::NoGradGuard no_grad;
   model.eval();
   auto dataset = make_detection_dataset(config.eval_input, /*training=*/false, uses_instance_masks(config.model));
@@ -185,6 +187,7 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
   }
   for (auto& [name, sum] : loss_sums) result.losses.push_back({name, batches ? sum / batches : 0.0});
   result.num_images = static_cast<int64_t>(evaluated_images.size());
+  if (!metrics) return result;
 
   // Ground truth restricted to the images evaluated (sample_1_of_n / max_images), as pycocotools'
   // params.imgIds; detections carry the file's category ids.
@@ -367,11 +370,13 @@ std::string seg_eval_result_text(const SegmentationEvalResult& r) {
 }
 
 EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_t step, dist::ProcessGroup* group,
-                          bool per_class) {
+                          bool per_class, bool metrics) {
   EvalReport report;
   report.step = step;
   report.main_process = group == nullptr || group->world_size() <= 1 || group->rank() == 0;
   if (auto* segmenter = dynamic_cast<SegmenterImpl*>(&model)) {
+    DETSEG_CONFIG_CHECK(metrics, "--no-metrics is for detection models (a segmentation model's output is label maps: "
+                                 "use detseg predict)");
     SegmentationEvalResult r = evaluate_segmenter(config, *segmenter, group);
     r.step = step;
     report.num_images = r.num_images;
@@ -387,10 +392,18 @@ EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_
   }
   auto* detector = dynamic_cast<DetectorImpl*>(&model);
   DETSEG_CHECK(detector != nullptr, "evaluate_model: model is neither a detector nor a segmenter");
-  DetectionEvalResult r = evaluate_detector(config, *detector, group);
+  DetectionEvalResult r = evaluate_detector(config, *detector, group, metrics);
   r.step = step;
   report.num_images = r.num_images;
   if (!report.main_process) return report;
+  report.detections = coco_results_json(r.detections);
+  report.num_detections = static_cast<int64_t>(r.detections.size());
+  if (!metrics) {
+    report.text = str(" ", r.detections.size(), " detections on ", r.num_images, " images (no metrics computed)\n");
+    report.json = str("{\n  \"step\": ", step, ",\n  \"num_images\": ", r.num_images, ",\n  \"num_detections\": ",
+                      r.detections.size(), "\n}\n");
+    return report;
+  }
   report.text = eval_result_text(r, per_class);
   report.json = eval_result_json(r);
   static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
@@ -403,7 +416,7 @@ EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_
 }
 
 EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& checkpoint, dist::ProcessGroup* group,
-                               bool per_class) {
+                               bool per_class, bool metrics) {
   int64_t step = 0;
   std::shared_ptr<ModelImpl> model;
   if (is_segmentation_model(config)) {
@@ -411,7 +424,7 @@ EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& 
   } else {
     model = load_detector(config, checkpoint, &step);
   }
-  return evaluate_model(config, *model, step, group, per_class);
+  return evaluate_model(config, *model, step, group, per_class, metrics);
 }
 
 EvalRecorder::EvalRecorder(const std::string& eval_dir)
@@ -422,6 +435,7 @@ EvalRecorder::~EvalRecorder() = default;
 
 void EvalRecorder::write(const EvalReport& report) {
   write_file_atomic(str(dir_, "/eval-", report.step, ".json"), report.json);
+  if (!report.detections.empty()) write_file_atomic(str(dir_, "/detections-", report.step, ".json"), report.detections);
   MetricsRecord record;
   record.step = report.step;
   record.time = unix_time_now();

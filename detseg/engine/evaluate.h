@@ -39,8 +39,10 @@ std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const 
 
 // With a process group of several ranks, each evaluates its shard of the images (the loader's
 // rank/world_size) and rank 0 merges them into one COCO evaluation; other ranks get only losses.
+// With `metrics` false only the detections are collected (a results file for images without ground
+// truth, e.g. COCO test-dev); `coco`/`segm` stay empty.
 DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model,
-                                      dist::ProcessGroup* group = nullptr);
+                                      dist::ProcessGroup* group = nullptr, bool metrics = true);
 
 // {"step", "stats": [12 numbers], "per_category_ap": {name: ap}, "losses": {...}, "num_images"}, plus
 // "segm_stats": [12 numbers] for models with masks.
@@ -82,6 +84,10 @@ struct EvalReport {
   int64_t num_images = 0;
   std::string text;  // human summary
   std::string json;  // the kind's JSON result
+  // Detection models: every detection in COCO results format ([{image_id, category_id, bbox, score,
+  // segmentation?}] with the data set's ids), the file test-dev submissions and coco-eval take.
+  std::string detections;
+  int64_t num_detections = 0;
   std::vector<std::pair<std::string, double>> scalars;  // logged to metrics.jsonl / TensorBoard
   bool main_process = true;  // false on ranks > 0 of a sharded evaluation (text/json empty)
 };
@@ -89,13 +95,14 @@ struct EvalReport {
 // Evaluates a model of either kind on eval_input (sharded over `group`'s ranks); `model` is left
 // in eval mode. `step` labels the report (the checkpoint's or the training step).
 EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_t step,
-                          dist::ProcessGroup* group = nullptr, bool per_class = true);
+                          dist::ProcessGroup* group = nullptr, bool per_class = true, bool metrics = true);
 
 // Loads `checkpoint` into the model config.model.type names and evaluates it on eval_input.
 EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& checkpoint,
-                               dist::ProcessGroup* group = nullptr, bool per_class = true);
+                               dist::ProcessGroup* group = nullptr, bool per_class = true, bool metrics = true);
 
-// Writes evaluations into an eval folder (model_dir/eval/): eval-<step>.json, one metrics.jsonl
+// Writes evaluations into an eval folder (model_dir/eval/): eval-<step>.json (and the detections,
+// detections-<step>.json, for detection models), one metrics.jsonl
 // record per evaluation (split "eval": the report's scalars: COCO's 12 stats or mIoU and accuracies,
 // then the loss means) and the same scalars as TensorBoard events. Used by continuous evaluation and by eval.every_steps in training.
 class EvalRecorder {

@@ -7,13 +7,15 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <unordered_map>
 
 #include "detseg/core/error.h"
-#include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/core/stop_signal.h"
 #include "detseg/data/image_io.h"
 #include "detseg/data/loader.h"
+#include "detseg/data/readers/coco.h"
 #include "detseg/data/transforms/augment.h"
 #include "detseg/engine/device.h"
 #include "detseg/engine/evaluate.h"
@@ -47,6 +49,24 @@ std::vector<std::string> list_images(const std::string& input) {
   std::sort(files.begin(), files.end());
   DETSEG_CHECK(!files.empty(), input, ": no .jpg, .jpeg or .png images in this folder");
   return files;
+}
+
+// Image ids as the data set numbers them: eval_input's COCO file, when the config has one, maps
+// each file name to its id, so detections.json is a COCO results file for that data set. Images not
+// in it (or without such a file) are numbered 0, 1, ... in the order predicted.
+std::unordered_map<std::string, int64_t> dataset_image_ids(const PipelineConfig& config) {
+  std::unordered_map<std::string, int64_t> ids;
+  const InputConfig& input = config.eval_input;
+  if (input.format != "coco" || input.annotations.empty() || !file_exists(input.annotations)) return ids;
+  for (const CocoImage& image : read_coco(input.annotations).images)
+    ids.emplace(fs::path(image.file_name).filename().string(), image.id);
+  log_info("image ids from ", input.annotations, " (", ids.size(), " images)");
+  return ids;
+}
+
+int64_t image_id_of(const std::unordered_map<std::string, int64_t>& ids, const std::string& path, int64_t index) {
+  auto it = ids.find(fs::path(path).filename().string());
+  return it == ids.end() ? index : it->second;
 }
 
 // The image at `path` as an Example the loader's augmentation accepts (no annotations).
@@ -96,6 +116,7 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
   const std::vector<std::string> names = checkpoint_labels(options.checkpoint).names;
   auto model = load_segmenter(config, options.checkpoint);
   std::vector<std::string> images = list_images(options.input);
+  const std::unordered_map<std::string, int64_t> image_ids = dataset_image_ids(config);
   make_directories(options.output);
   LoaderOptions loader = make_loader_options(config, config.eval_input, false, 1, model->input_size());
   nlohmann::json all = nlohmann::json::array();
@@ -110,7 +131,7 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
       if (f > 0) fractions[k < static_cast<int64_t>(names.size()) ? names[k] : std::to_string(k)] = f;
     }
     const std::string stem = (fs::path(options.output) / fs::path(path).stem()).string();
-    all.push_back({{"file_name", fs::path(path).filename().string()}, {"image_id", index},
+    all.push_back({{"file_name", fs::path(path).filename().string()}, {"image_id", image_id_of(image_ids, path, index)},
                    {"label_map", fs::path(stem + "_labels.png").filename().string()}, {"class_fractions", fractions}});
     const cv::Mat colour = colorize_label_map(labels);
     cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);
@@ -138,6 +159,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
   const auto [names, category_ids] = checkpoint_labels(options.checkpoint);
   auto model = load_detector(config, options.checkpoint);
   std::vector<std::string> images = list_images(options.input);
+  const std::unordered_map<std::string, int64_t> image_ids = dataset_image_ids(config);
   make_directories(options.output);
   LoaderOptions loader = make_loader_options(config, config.eval_input, false, 1, model->input_size());
 
@@ -156,7 +178,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
       float x2 = d.boxes[i][2].item<float>(), y2 = d.boxes[i][3].item<float>();
       float score = d.scores[i].item<float>();
       all.push_back({{"file_name", fs::path(path).filename().string()},
-                     {"image_id", index},
+                     {"image_id", image_id_of(image_ids, path, index)},
                      {"category_id", label < static_cast<int64_t>(category_ids.size()) ? category_ids[label] : label},
                      {"category_name", name},
                      {"bbox", {x1, y1, x2 - x1, y2 - y1}},

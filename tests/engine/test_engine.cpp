@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <string>
 
@@ -292,6 +293,57 @@ TEST(Engine, ContinuousEvalWatchesALiveTrainer) {
   for (const auto& entry : fs::directory_iterator(dir / "eval"))
     if (entry.path().filename().string().find("tfevents") != std::string::npos) events = true;
   EXPECT_TRUE(events);
+}
+
+TEST(Engine, EvalWritesDetectionsThatCocoEvalRescoresIdentically) {
+  const fs::path dir = workdir() / "detections";
+  fs::remove_all(dir);
+  detseg::TrainResult r = detseg::train_model(make_config({"train.num_steps=2"}), dir.string());
+  ASSERT_EQ(r.step, 2);
+  const std::string bin = std::string(DETSEG_BINARY) + " --threads 1 ";
+  const fs::path metrics = dir / "metrics-2.json";
+  detseg::testing::CommandRun e = detseg::testing::run_command(
+      bin + "eval --config " + config_file() + " --checkpoint " + r.last_checkpoint + " --json " + metrics.string() +
+      " --set postprocess.score_threshold=0.01");  // two steps of training score low
+  ASSERT_EQ(e.code, 0) << e.output;
+  // By default the results file goes next to the checkpoint, as continuous evaluation writes it.
+  const fs::path detections = dir / "eval" / "detections-2.json";
+  ASSERT_TRUE(fs::exists(detections)) << e.output;
+  EXPECT_NE(e.output.find("detections (COCO results format) written to " + detections.string()), std::string::npos)
+      << e.output;
+  // The file carries the data set's image and category ids: coco-eval scores it to the same 12 numbers.
+  const fs::path rescored = dir / "rescored.json";
+  detseg::testing::CommandRun c = detseg::testing::run_command(bin + "coco-eval --gt " + (workdir() / "eval2.json").string() +
+                                                               " --dt " + detections.string() + " --json " + rescored.string());
+  ASSERT_EQ(c.code, 0) << c.output;
+  const nlohmann::json a = nlohmann::json::parse(read_text(metrics)), b = nlohmann::json::parse(read_text(rescored));
+  for (size_t i = 0; i < 12; ++i) EXPECT_DOUBLE_EQ(a["stats"][i].get<double>(), b["stats"][i].get<double>()) << i;
+  // ... and its ids are the file's own (demo image ids are not 0..N-1, category ids start at 1).
+  const detseg::CocoDataset gt = detseg::read_coco((workdir() / "eval2.json").string());
+  const nlohmann::json results = nlohmann::json::parse(read_text(detections));
+  ASSERT_GT(results.size(), 0u);
+  std::set<int64_t> seen_images;
+  for (const auto& d : results) {
+    seen_images.insert(d["image_id"].get<int64_t>());
+    EXPECT_TRUE(gt.category_index.count(d["category_id"].get<int64_t>())) << d.dump();
+  }
+  std::set<int64_t> gt_images;
+  for (const auto& image : gt.images) gt_images.insert(image.id);
+  EXPECT_EQ(seen_images, gt_images);
+
+  // Images without ground truth (a test-dev style list: images and categories only): --no-metrics
+  // writes the same detections and nothing else.
+  detseg::CocoDataset images_only = detseg::read_coco((workdir() / "eval2.json").string());
+  images_only.annotations.clear();
+  detseg::write_coco(images_only, (dir / "test-dev.json").string());
+  const fs::path no_gt = dir / "no-gt-detections.json";
+  detseg::testing::CommandRun n = detseg::testing::run_command(
+      bin + "eval --config " + config_file() + " --checkpoint " + r.last_checkpoint + " --no-metrics --detections " +
+      no_gt.string() + " --set eval_input.annotations=" + (dir / "test-dev.json").string() +
+      " --set postprocess.score_threshold=0.01");
+  ASSERT_EQ(n.code, 0) << n.output;
+  EXPECT_EQ(n.output.find("Average Precision"), std::string::npos) << n.output;
+  EXPECT_EQ(read_text(no_gt), read_text(detections));
 }
 
 // input.max_images keeps the first images of the file, with exactly their annotations.
