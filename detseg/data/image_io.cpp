@@ -2,10 +2,13 @@
 #include "detseg/data/image_io.h"
 
 #include <opencv2/imgcodecs.hpp>
+#include <png.h>
 
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
@@ -91,6 +94,64 @@ bool pnm_size(const std::string& b, int64_t& width, int64_t& height) {
   return true;
 }
 
+bool is_png(const std::string& b) { return b.size() >= 8 && b.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0; }
+
+struct PngSamples {
+  std::vector<uint8_t> pixels;  // one byte per pixel: a palette index or an 8-bit grey value
+  uint32_t width = 0, height = 0;
+  int color_type = -1, bit_depth = 0;
+  char error[200] = {0};
+};
+
+struct PngSource {
+  const unsigned char* data;
+  size_t size, offset;
+};
+
+void read_png_bytes(png_structp png, png_bytep out, png_size_t n) {
+  auto* source = static_cast<PngSource*>(png_get_io_ptr(png));
+  if (source->offset + n > source->size) png_error(png, "truncated file");
+  std::memcpy(out, source->data + source->offset, n);
+  source->offset += n;
+}
+
+void record_png_error(png_structp png, png_const_charp message) {
+  auto* samples = static_cast<PngSamples*>(png_get_error_ptr(png));
+  std::snprintf(samples->error, sizeof(samples->error), "%s", message);
+  png_longjmp(png, 1);
+}
+
+// libpng's classic API, because it hands out the stored samples: a palette image's indices
+// (OpenCV would turn them into the palette's colours). No C++ object lives across the setjmp.
+bool read_png_samples(const std::string& bytes, PngSamples& out) {
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &out, record_png_error, nullptr);
+  if (png == nullptr) return false;
+  png_infop info = png_create_info_struct(png);
+  PngSource source{reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), 0};
+  std::vector<png_bytep> rows;
+  if (info == nullptr || setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
+    return false;
+  }
+  png_set_read_fn(png, &source, read_png_bytes);
+  png_read_info(png, info);
+  out.width = png_get_image_width(png, info);
+  out.height = png_get_image_height(png, info);
+  out.color_type = png_get_color_type(png, info);
+  out.bit_depth = png_get_bit_depth(png, info);
+  const bool single = out.color_type == PNG_COLOR_TYPE_PALETTE || (out.color_type == PNG_COLOR_TYPE_GRAY && out.bit_depth <= 8);
+  if (single) {
+    png_set_packing(png);  // 1, 2 and 4-bit samples one per byte, values unchanged
+    png_read_update_info(png, info);
+    out.pixels.resize(static_cast<size_t>(out.width) * out.height);
+    rows.resize(out.height);
+    for (uint32_t y = 0; y < out.height; ++y) rows[y] = out.pixels.data() + static_cast<size_t>(y) * out.width;
+    png_read_image(png, rows.data());
+  }
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
+}
+
 cv::Mat wrap_bytes(const std::string& bytes) {
   return cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1,
                  const_cast<char*>(bytes.data()));  // imdecode only reads
@@ -123,7 +184,7 @@ int64_t max_image_pixels() { return g_max_image_pixels.load(); }
 
 bool image_header_size(const std::string& b, int64_t& width, int64_t& height) {
   if (is_jpeg(b)) return jpeg_size(b, width, height);
-  if (b.size() >= 24 && b.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0) {
+  if (b.size() >= 24 && is_png(b)) {
     width = big_endian(b, 16, 4);
     height = big_endian(b, 20, 4);
     return true;
@@ -166,6 +227,17 @@ at::Tensor read_image(const std::string& path) { return decode_image(read_file(p
 at::Tensor read_label_png(const std::string& path) {
   const std::string bytes = read_file(path);
   check_image_size(bytes, path);
+  if (is_png(bytes)) {
+    PngSamples png;
+    DETSEG_CHECK(read_png_samples(bytes, png), path, ": cannot decode label map (", png.error[0] ? png.error : "not a PNG",
+                 ")");
+    DETSEG_CHECK(!png.pixels.empty() || png.width * png.height == 0, path,
+                 ": label map must be a single-channel 8-bit PNG of class ids (or a palette PNG, as VOC's "
+                 "SegmentationClass), got PNG colour type ", png.color_type, " at ", png.bit_depth, " bits");
+    at::Tensor out = at::empty({png.height, png.width}, at::kByte);
+    std::memcpy(out.data_ptr<uint8_t>(), png.pixels.data(), png.pixels.size());
+    return out;
+  }
   cv::Mat m;
   try {
     m = cv::imdecode(wrap_bytes(bytes), cv::IMREAD_UNCHANGED);

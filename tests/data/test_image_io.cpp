@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <opencv2/imgcodecs.hpp>
+#include <png.h>
+
+#include <cstdio>
+#include <vector>
 
 #include "data_test_util.h"
 #include "detseg/core/files.h"
@@ -136,4 +140,40 @@ TEST(ImageIo, HugeClaimedSizeIsRefusedBeforeDecoding) {
   const std::string msg = error_of([&] { read_image(real); });
   set_max_image_pixels(kDefaultMaxImagePixels);
   EXPECT_NE(msg.find("image is 640x480 = 307200 pixels, above the limit of 1000"), std::string::npos) << msg;
+}
+
+namespace {
+// Writes a palette PNG (VOC SegmentationClass style: indices, colours only for display) with libpng.
+void write_palette_png(const std::string& path, const std::vector<std::vector<uint8_t>>& indices) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  png_init_io(png, f);
+  const auto h = static_cast<uint32_t>(indices.size()), w = static_cast<uint32_t>(indices[0].size());
+  png_set_IHDR(png, info, w, h, 8, PNG_COLOR_TYPE_PALETTE, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
+  // VOC's colours for background, aeroplane, bicycle; 255 (void) is (224, 224, 192).
+  std::vector<png_color> palette(256, png_color{0, 0, 0});
+  palette[1] = {128, 0, 0};
+  palette[2] = {0, 128, 0};
+  palette[255] = {224, 224, 192};
+  png_set_PLTE(png, info, palette.data(), 256);
+  png_write_info(png, info);
+  for (const auto& row : indices) png_write_row(png, const_cast<png_bytep>(row.data()));
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  std::fclose(f);
+}
+}  // namespace
+
+TEST(ImageIo, PaletteLabelPngGivesItsIndices) {
+  const std::string dir = datatest::temp_dir("palette_png");
+  write_palette_png(dir + "/voc_style.png", {{0, 1, 1, 255}, {2, 2, 0, 255}, {0, 0, 0, 1}});
+  const at::Tensor label = read_label_png(dir + "/voc_style.png");
+  ASSERT_EQ(label.sizes(), (at::IntArrayRef{3, 4}));
+  const std::vector<int64_t> expected = {0, 1, 1, 255, 2, 2, 0, 255, 0, 0, 0, 1};
+  EXPECT_TRUE(label.to(at::kLong).reshape({-1}).equal(at::tensor(expected)));
+  // OpenCV alone would have given the colours: the reason read_label_png reads PNGs with libpng.
+  EXPECT_EQ(cv::imread(dir + "/voc_style.png", cv::IMREAD_UNCHANGED).channels(), 3);
 }
