@@ -66,6 +66,12 @@ int run_eval(const EvalArgs& args);
 int run_predict(const PredictArgs& args);
 int run_coco_eval(const CocoEvalArgs& args);
 int run_convert_voc(const ConvertVocArgs& args);
+struct ConvertYoloArgs {
+  std::string data_yaml;
+  std::string output;
+  std::string split = "train";
+};
+int run_convert_yolo(const ConvertYoloArgs& args);
 struct InfoArgs {
   bool config_keys = false;
   bool resolved = false;

@@ -80,6 +80,7 @@ int run_train(const TrainArgs&) { forward_to_engine(); }
 int run_eval(const EvalArgs&) { forward_to_engine(); }
 int run_predict(const PredictArgs&) { forward_to_engine(); }
 int run_convert_voc(const ConvertVocArgs&) { forward_to_engine(); }
+int run_convert_yolo(const ConvertYoloArgs&) { forward_to_engine(); }
 int run_info(const InfoArgs& args) {
   if (run_config_info(args)) return 0;
   forward_to_engine();

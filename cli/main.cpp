@@ -96,6 +96,12 @@ int main(int argc, char** argv) {
   voc_app->add_option("--split", voc.split, "Use ImageSets/Main/<split>.txt (default: every annotation)");
   voc_app->add_option("--label-map", voc.label_map, "Class names in order, one per line (default: sorted names found)");
   voc_app->callback([&] { run = [&] { return run_convert_voc(voc); }; });
+  ConvertYoloArgs yolo;
+  auto* yolo_app = convert_app->add_subcommand("yolo", "Ultralytics YOLO data set (data.yaml, images/, labels/) to COCO instances JSON");
+  yolo_app->add_option("DATA_YAML", yolo.data_yaml, "The data set's data.yaml (path, train/val/test, names)")->required();
+  yolo_app->add_option("-o,--output", yolo.output, "Output COCO JSON")->required();
+  yolo_app->add_option("--split", yolo.split, "The data.yaml key of the images to convert (default: train)");
+  yolo_app->callback([&] { run = [&] { return run_convert_yolo(yolo); }; });
 
   PlotArgs plot;
   auto* plot_app = app.add_subcommand("plot", "Render a run's loss, learning-rate and AP curves to PNG");

@@ -45,12 +45,15 @@ Check items(size_t lo, size_t hi, Check each) {
 
 template <class V>
 void visit_input(V& v, InputConfig& c) {
-  v.field("format", c.format, one_of({"coco", "voc", "seg_folder"}),
-          "Dataset format: COCO instances JSON, Pascal VOC folder, or image+label-PNG folder");
+  v.field("format", c.format, one_of({"coco", "voc", "yolo", "seg_folder"}),
+          "Dataset format: COCO instances JSON, Pascal VOC folder, YOLO data.yaml (Ultralytics layout), or "
+          "image+label-PNG folder");
   v.field("annotations", c.annotations, path(),
-          "COCO JSON file, VOC folder (Annotations/, JPEGImages/) or segmentation list/folder");
+          "COCO JSON file, VOC folder (Annotations/, JPEGImages/), YOLO data.yaml, or segmentation list/folder");
   v.field("images", c.images, path(), "Image folder (COCO file_name is relative to it)");
-  v.field("split", c.split, any(), "VOC: use ImageSets/Main/<split>.txt");
+  v.field("split", c.split, any(),
+          "VOC: use ImageSets/Main/<split>.txt; YOLO: the data.yaml key of the images (default: train for "
+          "train_input, val for eval_input)");
   v.field("label_map", c.label_map, path(), "Optional class-name file, one name per line");
   v.field("box_policy", c.box_policy, one_of({"clip", "drop"}),
           "Boxes outside the image are clipped or dropped; degenerate boxes are always dropped and counted");

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "detseg/data/readers/image_header.h"  // image_header_size
+
 namespace detseg {
 
 // Images above this many pixels are refused before any pixel is decoded (default 178956970, the
@@ -15,10 +17,6 @@ namespace detseg {
 constexpr int64_t kDefaultMaxImagePixels = 178956970;
 void set_max_image_pixels(int64_t pixels);
 int64_t max_image_pixels();
-
-// Width and height from a JPEG, PNG, BMP or PNM header, without decoding; false for other formats
-// or a header too short to say.
-bool image_header_size(const std::string& bytes, int64_t& width, int64_t& height);
 
 // Reads and decodes an image file. Returns [3, H, W] uint8 RGB, contiguous.
 // Throws Error naming `path` when it is missing, unreadable, not an image, or a truncated JPEG.

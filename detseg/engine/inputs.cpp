@@ -9,6 +9,7 @@
 #include "detseg/data/image_io.h"
 #include "detseg/data/readers/label_map.h"
 #include "detseg/data/readers/voc.h"
+#include "detseg/data/readers/yolo.h"
 #include "detseg/models/build.h"
 
 namespace detseg {
@@ -25,8 +26,14 @@ std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& inpu
     voc.split = input.split;
     coco = read_voc(input.annotations, voc);
     options.image_dir = input.images.empty() ? input.annotations + "/JPEGImages" : input.images;
+  } else if (input.format == "yolo") {
+    YoloOptions yolo;
+    yolo.split = !input.split.empty() ? input.split : training ? "train" : "val";
+    YoloDataset read = read_yolo(input.annotations, yolo);
+    coco = std::move(read.coco);
+    options.image_dir = input.images.empty() ? read.image_root : input.images;
   } else {
-    throw ConfigError("input.format: " + input.format + " is not a detection format (coco, voc)");
+    throw ConfigError("input.format: " + input.format + " is not a detection format (coco, voc, yolo)");
   }
   if (input.max_images > 0 && static_cast<int64_t>(coco.images.size()) > input.max_images) {
     // The first max_images images in file order, with their annotations only.

@@ -7,6 +7,7 @@
 #include "data_test_util.h"
 #include "detseg/core/files.h"
 #include "detseg/data/readers/coco.h"
+#include "detseg/data/readers/voc.h"
 
 using namespace detseg;
 namespace fs = std::filesystem;
@@ -139,4 +140,25 @@ TEST(ConvertVoc, OddNamesAndBoxesRoundTripThroughTheCocoReader) {
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("b.xml:2: <bndbox> has xmax < xmin"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir + "/bad.json"));
+}
+
+TEST(ConvertYolo, BccdAsYoloConvertsToTheSameCoco) {
+  const std::string dir = datatest::bccd_as_yolo("convert_yolo", 5);
+  CliRun r = detseg_cli("convert yolo " + dir + "/data.yaml --split val -o " + dir + "/val.json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("5 images"), std::string::npos) << r.output;
+  const CocoDataset d = read_coco(dir + "/val.json");
+  VocOptions voc;
+  voc.split = "test";
+  const CocoDataset truth = read_voc(datatest::shared_data("bccd/BCCD"), voc);
+  ASSERT_EQ(d.images.size(), 5u);
+  EXPECT_EQ(d.images[0].file_name, "images/val/" + truth.images[0].file_name);
+  size_t n = 0;
+  for (const auto& a : truth.annotations) n += a.image_id <= truth.images[4].id ? 1 : 0;
+  ASSERT_EQ(d.annotations.size(), n);
+  for (size_t i = 0; i < n; ++i)
+    for (int k = 0; k < 4; ++k) EXPECT_NEAR(d.annotations[i].bbox[k], truth.annotations[i].bbox[k], 1e-4);
+  r = detseg_cli("convert yolo " + dir + "/nope.yaml -o " + dir + "/x.json");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("nope.yaml: not found"), std::string::npos) << r.output;
 }

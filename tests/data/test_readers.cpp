@@ -1,6 +1,7 @@
 // Implements: tests of Readers on the real data sets (bccd VOC, coco128 COCO, camvid folders) and on tiny bad files.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
 
@@ -9,6 +10,7 @@
 #include "detseg/data/readers/label_map.h"
 #include "detseg/data/readers/seg_folder.h"
 #include "detseg/data/readers/voc.h"
+#include "detseg/data/readers/yolo.h"
 
 using namespace detseg;
 using detseg::datatest::error_of;
@@ -222,4 +224,65 @@ TEST(SegFolder, CamvidTrainAndValPairs) {
   EXPECT_EQ(fs::path(val.samples[0].label_path).parent_path().filename(), "valannot");
   std::string msg = error_of([] { read_seg_folder(camvid_options("/nonexistent", "train")); });
   EXPECT_NE(msg.find("/nonexistent/train: image folder not found"), std::string::npos) << msg;
+}
+
+
+TEST(YoloReader, BccdAsYoloReadsBackTheVocBoxes) {
+  const std::string dir = datatest::bccd_as_yolo("yolo_bccd", 8);
+  YoloOptions options;
+  options.split = "val";
+  const YoloDataset yolo = read_yolo(dir + "/data.yaml", options);
+  VocOptions voc;
+  voc.split = "test";
+  const CocoDataset d = read_voc(shared_data("bccd/BCCD"), voc);
+  ASSERT_EQ(yolo.coco.images.size(), 8u);
+  EXPECT_EQ(fs::path(yolo.image_root), fs::path(dir));
+  ASSERT_EQ(yolo.coco.categories.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(yolo.coco.categories[k].name, d.categories[k].name);
+    EXPECT_EQ(yolo.coco.categories[k].id, d.categories[k].id);
+  }
+  size_t compared = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    const CocoImage& im = yolo.coco.images[i];
+    // Sorted file names: BloodImage_000xx in the same order as the VOC split list.
+    EXPECT_EQ(im.file_name, "images/val/" + d.images[i].file_name);
+    EXPECT_EQ(im.width, 640);
+    EXPECT_EQ(im.height, 480);
+    std::vector<const CocoAnnotation*> a, b;
+    for (const auto& x : yolo.coco.annotations) if (x.image_id == im.id) a.push_back(&x);
+    for (const auto& x : d.annotations) if (x.image_id == d.images[i].id) b.push_back(&x);
+    ASSERT_EQ(a.size(), b.size()) << im.file_name;
+    for (size_t j = 0; j < a.size(); ++j, ++compared) {
+      EXPECT_EQ(a[j]->category_id, b[j]->category_id);
+      for (int k = 0; k < 4; ++k) EXPECT_NEAR(a[j]->bbox[k], b[j]->bbox[k], 1e-4) << im.file_name << " box " << j;
+    }
+  }
+  EXPECT_GT(compared, 50u);
+}
+
+TEST(YoloReader, PolygonsMissingLabelsAndErrorsWithFileAndLine) {
+  const std::string dir = datatest::bccd_as_yolo("yolo_errors", 2);
+  const std::string label = dir + "/labels/val/" + fs::path(read_yolo(dir + "/data.yaml", {"val"}).coco.images[0].file_name).stem().string() + ".txt";
+  // A polygon line: its box is the polygon's extent, the polygon is kept in pixels.
+  write_file_atomic(label, "2 0.1 0.1 0.3 0.1 0.3 0.5\n");
+  YoloDataset y = read_yolo(dir + "/data.yaml", {"val"});
+  ASSERT_EQ(y.coco.annotations[0].segmentation.polygons.size(), 1u);
+  EXPECT_EQ(y.coco.annotations[0].category_id, 3);
+  EXPECT_NEAR(y.coco.annotations[0].bbox[0], 64, 1e-9);
+  EXPECT_NEAR(y.coco.annotations[0].bbox[3], 192, 1e-9);
+  // No label file: an image without boxes.
+  fs::remove(label);
+  y = read_yolo(dir + "/data.yaml", {"val"});
+  for (const auto& a : y.coco.annotations) EXPECT_NE(a.image_id, y.coco.images[0].id);
+  write_file_atomic(label, "0 0.5 0.5 0.1 0.1\n7 0.5 0.5 0.1 0.1\n");
+  EXPECT_EQ(error_of([&] { read_yolo(dir + "/data.yaml", {"val"}); }),
+            label + ":2: class 7 is not in data.yaml's names (0..2)");
+  write_file_atomic(label, "1 320 240 20 20\n");
+  EXPECT_EQ(error_of([&] { read_yolo(dir + "/data.yaml", {"val"}); }),
+            label + ":1: coordinate 320 is not normalised to [0, 1] (YOLO labels are fractions of the image size)");
+  write_file_atomic(label, "1 0.5 0.5 0.1\n");
+  EXPECT_EQ(error_of([&] { read_yolo(dir + "/data.yaml", {"val"}); }),
+            label + ":1: expected 'class cx cy w h' or a polygon 'class x1 y1 x2 y2 x3 y3 ...', got 4 numbers");
+  EXPECT_EQ(error_of([&] { read_yolo(dir + "/data.yaml", {"test"}); }), dir + "/data.yaml: test: missing (the split's images)");
 }

@@ -1,5 +1,6 @@
-// Implements: `detseg convert voc VOC_DIR -o OUT.json [--split S] [--label-map L]`: reads a Pascal
-// VOC folder and writes a COCO instances JSON (atomically: nothing is written on error).
+// Implements: `detseg convert voc VOC_DIR -o OUT.json [--split S] [--label-map L]` and `detseg convert
+// yolo DATA.yaml -o OUT.json [--split S]`: read a Pascal VOC folder or an Ultralytics YOLO data set
+// and write a COCO instances JSON (atomically: nothing is written on error).
 #include <iostream>
 
 #include "cli/commands.h"
@@ -7,6 +8,7 @@
 #include "detseg/core/files.h"
 #include "detseg/data/readers/label_map.h"
 #include "detseg/data/readers/voc.h"
+#include "detseg/data/readers/yolo.h"
 
 namespace detseg::cli {
 
@@ -23,6 +25,20 @@ int run_convert_voc(const ConvertVocArgs& args) {
   for (const auto& a : dataset.annotations) difficult += a.ignore ? 1 : 0;
   std::cout << "wrote " << args.output << ": " << dataset.images.size() << " images, " << dataset.annotations.size()
             << " boxes (" << difficult << " difficult), " << dataset.categories.size() << " categories\n";
+  return 0;
+}
+
+int run_convert_yolo(const ConvertYoloArgs& args) {
+  YoloOptions options;
+  options.split = args.split;
+  const YoloDataset read = read_yolo(args.data_yaml, options);
+  // file_name relative to the data set root: the COCO file's `images` folder is that root.
+  write_coco(read.coco, args.output);
+  int64_t polygons = 0;
+  for (const auto& a : read.coco.annotations) polygons += a.segmentation.kind == CocoSegmentation::kPolygons ? 1 : 0;
+  std::cout << "wrote " << args.output << ": " << read.coco.images.size() << " images, " << read.coco.annotations.size()
+            << " boxes (" << polygons << " with polygons), " << read.coco.categories.size()
+            << " categories; image file names are relative to " << read.image_root << "\n";
   return 0;
 }
 

@@ -1,0 +1,92 @@
+// Implements: image width and height from the file header (JPEG frame header, PNG IHDR, BMP, PNM)
+// without decoding, so readers can size annotations and the decoder can refuse huge rasters.
+#include "detseg/data/readers/image_header.h"
+
+#include <cctype>
+#include <cstdint>
+
+namespace detseg {
+namespace {
+
+uint32_t big_endian(const std::string& b, size_t at, int bytes) {
+  uint32_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(b[at + static_cast<size_t>(i)]);
+  return v;
+}
+
+uint32_t little_endian(const std::string& b, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + static_cast<size_t>(i)]);
+  return v;
+}
+
+// The frame header (SOF0..SOF15, not DHT/JPG/DAC) holds the size; skip marker segments to reach it.
+bool jpeg_size(const std::string& b, int64_t& width, int64_t& height) {
+  size_t i = 2;
+  while (i + 4 <= b.size()) {
+    if (static_cast<unsigned char>(b[i]) != 0xFF) return false;
+    const unsigned marker = static_cast<unsigned char>(b[i + 1]);
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // stand-alone markers
+      i += 2;
+      continue;
+    }
+    const uint32_t length = big_endian(b, i + 2, 2);
+    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
+      if (i + 9 > b.size()) return false;
+      height = big_endian(b, i + 5, 2);
+      width = big_endian(b, i + 7, 2);
+      return true;
+    }
+    if (length < 2) return false;
+    i += 2 + length;
+  }
+  return false;
+}
+
+bool pnm_size(const std::string& b, int64_t& width, int64_t& height) {
+  // "P6 <w> <h> ..." with whitespace and # comments between the fields.
+  size_t i = 2;
+  int64_t values[2];
+  for (int64_t& v : values) {
+    while (i < b.size() && (std::isspace(static_cast<unsigned char>(b[i])) || b[i] == '#')) {
+      if (b[i] == '#') {
+        while (i < b.size() && b[i] != '\n') ++i;
+      } else {
+        ++i;
+      }
+    }
+    if (i >= b.size() || !std::isdigit(static_cast<unsigned char>(b[i]))) return false;
+    v = 0;
+    while (i < b.size() && std::isdigit(static_cast<unsigned char>(b[i])) && v < (int64_t(1) << 40)) v = v * 10 + (b[i++] - '0');
+  }
+  width = values[0];
+  height = values[1];
+  return true;
+}
+
+}  // namespace
+
+bool image_header_size(const std::string& b, int64_t& width, int64_t& height) {
+  if (b.size() >= 3 && static_cast<unsigned char>(b[0]) == 0xFF && static_cast<unsigned char>(b[1]) == 0xD8)
+    return jpeg_size(b, width, height);
+  if (b.size() >= 24 && b.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0) {
+    width = big_endian(b, 16, 4);
+    height = big_endian(b, 20, 4);
+    return true;
+  }
+  if (b.size() >= 26 && b[0] == 'B' && b[1] == 'M') {
+    width = static_cast<int32_t>(little_endian(b, 18));
+    height = static_cast<int32_t>(little_endian(b, 22));
+    width = width < 0 ? -width : width;
+    height = height < 0 ? -height : height;  // negative: rows stored top-down
+    return true;
+  }
+  if (b.size() >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6') return pnm_size(b, width, height);
+  return false;
+}
+
+}  // namespace detseg
