@@ -7,6 +7,7 @@
 #include "detseg/config/config.h"
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/core/log.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/train/checkpoint.h"
@@ -21,6 +22,7 @@ int run_eval(const EvalArgs& args) {
   if (args.continuous) {
     std::string dir = !args.checkpoint_dir.empty() ? args.checkpoint_dir : args.model_dir;
     DETSEG_CONFIG_CHECK(!dir.empty(), "--continuous needs --checkpoint-dir (or --model-dir)");
+    log_to_file(dir + "/eval.log");
     evaluate_continuously(config, dir, args.wait_interval);
     return 0;
   }
@@ -33,20 +35,22 @@ int run_eval(const EvalArgs& args) {
     DETSEG_CHECK(latest.has_value(), args.model_dir, ": no checkpoint in this folder");
     checkpoint = *latest;
   }
+  // The checkpoint's folder (the model dir) keeps a log of its evaluations.
+  const std::string folder = std::filesystem::path(checkpoint).parent_path().string();
+  const std::string model_dir = folder.empty() ? std::string(".") : folder;
+  log_to_file(model_dir + "/eval.log");
+  append_to_log_file(str("detseg eval --config ", args.config, " --checkpoint ", checkpoint));
   EvalReport report = evaluate_checkpoint(config, checkpoint, nullptr, /*per_class=*/true, !args.no_metrics);
-  std::printf("%s: step %lld, %lld images\n%s", checkpoint.c_str(), static_cast<long long>(report.step),
-              static_cast<long long>(report.num_images), report.text.c_str());
+  print_output(str(checkpoint, ": step ", report.step, ", ", report.num_images, " images\n", report.text));
   if (!args.json_out.empty()) write_file_atomic(args.json_out, report.json);
   if (!report.detections.empty()) {
     std::string path = args.detections_out;
     if (path.empty()) {
-      const std::string dir = std::filesystem::path(checkpoint).parent_path().string();
-      make_directories((dir.empty() ? std::string(".") : dir) + "/eval");
-      path = str(dir.empty() ? std::string(".") : dir, "/eval/detections-", report.step, ".json");
+      make_directories(model_dir + "/eval");
+      path = str(model_dir, "/eval/detections-", report.step, ".json");
     }
     write_file_atomic(path, report.detections);
-    std::printf("%lld detections (COCO results format) written to %s\n", static_cast<long long>(report.num_detections),
-                path.c_str());
+    print_output(str(report.num_detections, " detections (COCO results format) written to ", path, "\n"));
   }
   return 0;
 }

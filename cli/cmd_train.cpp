@@ -8,6 +8,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
+#include "detseg/core/log.h"
 #include "detseg/core/threads.h"
 #include "detseg/dist/launch.h"
 #include "detseg/dist/process_group.h"
@@ -16,6 +17,13 @@
 #include "detseg/engine/train_loop.h"
 
 namespace detseg::cli {
+namespace {
+std::string fixed4(double x) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4f", x);
+  return text;
+}
+}  // namespace
 
 int run_train(const TrainArgs& args) {
   install_stop_handlers();  // SIGINT/SIGTERM end the run at a safe point (see stop_signal.h)
@@ -34,14 +42,12 @@ int run_train(const TrainArgs& args) {
   // reports the merged result.
   if (result.group) result.group->barrier();
   if (result.main_process)
-    std::printf("trained to step %lld, loss %.4f (first step of this run %.4f), checkpoint %s\n",
-                static_cast<long long>(result.step), result.last_loss, result.first_loss,
-                result.last_checkpoint.c_str());
+    print_output(str("trained to step ", result.step, ", loss ", fixed4(result.last_loss), " (first step of this run ",
+                     fixed4(result.first_loss), "), checkpoint ", result.last_checkpoint, "\n"));
   if (!config.eval_input.annotations.empty() && !result.last_checkpoint.empty()) {
     EvalReport eval = evaluate_checkpoint(config, result.last_checkpoint, result.group.get());
     if (!eval.main_process) return 0;
-    std::printf("evaluation of step %lld on %lld images:\n%s", static_cast<long long>(eval.step),
-                static_cast<long long>(eval.num_images), eval.text.c_str());
+    print_output(str("evaluation of step ", eval.step, " on ", eval.num_images, " images:\n", eval.text));
     write_file_atomic(args.model_dir + "/eval-final.json", eval.json);
     if (!eval.detections.empty()) write_file_atomic(args.model_dir + "/detections-final.json", eval.detections);
   }

@@ -18,6 +18,12 @@ namespace {
 
 using namespace detseg::cli;
 
+// The one line a failed command ends with: on stderr, and in the run's log file when there is one.
+void report_failure(const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  detseg::append_to_log_file(line);
+}
+
 void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
   app->add_option("--set", overrides, "Override a config key: --set train.batch_size=4 (repeatable)");
   // --device is the config's `device` key; given last, it wins over a --set of the same key.
@@ -131,23 +137,23 @@ int main(int argc, char** argv) {
     set_threads(threads);
     return run ? run() : 2;
   } catch (const Interrupted& e) {
-    std::fprintf(stderr, "detseg: %s\n", e.what());
+    report_failure(str("detseg: ", e.what()));
     return 128 + e.signal();
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "detseg: error: %s\n", e.what());
+    report_failure(str("detseg: error: ", e.what()));
     return 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "detseg: error: %s\n", e.what());
+    report_failure(str("detseg: error: ", e.what()));
     return 1;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "detseg: error: out of memory\n");
+    report_failure("detseg: error: out of memory");
     return 1;
   } catch (const std::exception& e) {
     // Not one of detseg's own errors: a library's (LibTorch's carry a C++ backtrace). Its first
     // line is the useful part; the rest is for developers (--verbose shows it).
     std::string what = e.what();
     if (log_level() != LogLevel::kDebug) what = what.substr(0, what.find('\n'));
-    std::fprintf(stderr, "detseg: error: internal: %s\n", what.c_str());
+    report_failure("detseg: error: internal: " + what);
     return 1;
   }
 }

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "detseg/core/error.h"
+#include "detseg/core/progress.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
@@ -122,6 +123,14 @@ bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& d
 
 }  // namespace
 
+namespace {
+// The images this process evaluates (its shard), for the progress line.
+int64_t images_in_shard(int64_t size, const LoaderOptions& o) {
+  const int64_t n = (size + o.sample_1_of_n - 1) / o.sample_1_of_n;
+  return (n + o.world_size - 1) / o.world_size;
+}
+}  // namespace
+
 DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model, dist::ProcessGroup* group,
                                       bool metrics) {
   torch::NoGradGuard no_grad;
@@ -144,8 +153,13 @@ DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl
   std::set<int64_t> evaluated_images;
   Batch batch;
   EvalRandomness randomness;
+  const bool main_process = !sharded || group->rank() == 0;
+  Progress progress("eval", 0, images_in_shard(dataset->size(), options), "img/s");
+  int64_t done = 0;
   while (loader.next(batch)) {
     throw_if_stop_requested("evaluation");
+    done += batch.size();
+    if (main_process) progress.report(done);
     if (!batch.image_ids.empty()) randomness.seed_for(batch.image_ids.front());
     auto [losses, detections] = model.losses_and_detect(to_device(batch, device));
     for (Boxes& d : detections) d = d.to(at::kCPU);
@@ -288,8 +302,13 @@ SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, Segmente
   std::vector<std::string> loss_names;
   int64_t position = 0;
   Batch batch;
+  const bool main_process = !sharded || group->rank() == 0;
+  Progress progress("eval", 0, images_in_shard(data.size, options), "img/s");
+  int64_t done = 0;
   while (loader.next(batch)) {
     throw_if_stop_requested("evaluation");
+    done += batch.size();
+    if (main_process) progress.report(done);
     auto [losses, maps] = model.losses_and_segment(to_device(batch, device));
     for (at::Tensor& map : maps) map = map.cpu();
     std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
@@ -466,8 +485,7 @@ void evaluate_continuously(const PipelineConfig& config, const std::string& chec
       if (!file_exists(*path)) continue;
       throw;
     }
-    std::printf("checkpoint step %lld\n%s", static_cast<long long>(result.step), result.text.c_str());
-    std::fflush(stdout);
+    print_output(str("checkpoint step ", result.step, "\n", result.text));
     recorder.write(result);
     if (result.step >= config.train.num_steps) {
       log_info("evaluated the final step ", result.step, "; stopping");

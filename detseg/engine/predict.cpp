@@ -12,6 +12,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/core/progress.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/data/image_io.h"
 #include "detseg/data/loader.h"
@@ -121,6 +122,7 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
   LoaderOptions loader = make_loader_options(config, config.eval_input, false, 1, model->input_size());
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
+  Progress progress("predict", 0, static_cast<int64_t>(images.size()), "img/s");
   for (const std::string& path : images) {
     if (stop_signal()) break;  // keep what is done: the JSON below lists the images so far
     const at::Tensor labels = model->segment(to_device(image_batch(path, index, loader), module_device(*model)))[0].cpu();
@@ -141,8 +143,9 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
     const at::Tensor ids = labels.clamp(0, 255).to(at::kByte).contiguous();
     write_png(stem + "_labels.png", cv::Mat(static_cast<int>(ids.size(0)), static_cast<int>(ids.size(1)), CV_8UC1,
                                             ids.data_ptr<uint8_t>()).clone());
-    log_info(path, ": label map -> ", stem, ".png, ", stem, "_overlay.png");
+    log_debug(path, ": label map -> ", stem, ".png, ", stem, "_overlay.png");
     ++index;
+    progress.report(index);
   }
   const std::string json_path = (fs::path(options.output) / "segmentation.json").string();
   write_file_atomic(json_path, all.dump(1) + "\n");
@@ -165,6 +168,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
 
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
+  Progress progress("predict", 0, static_cast<int64_t>(images.size()), "img/s");
   for (const std::string& path : images) {
     if (stop_signal()) break;  // keep what is done: the JSON below lists the images so far
     Boxes d = model->detect(to_device(image_batch(path, index, loader), module_device(*model)))[0].to(at::kCPU);
@@ -200,9 +204,10 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
     draw_boxes(bgr, drawn);
     std::string out_png = (fs::path(options.output) / fs::path(path).stem()).string() + ".png";
     write_png(out_png, bgr);
-    log_info(path, ": ", d.size(), " detections, ", drawn.size(), " drawn (score >= ", options.score_threshold,
-             ") -> ", out_png);
+    log_debug(path, ": ", d.size(), " detections, ", drawn.size(), " drawn (score >= ", options.score_threshold,
+              ") -> ", out_png);
     ++index;
+    progress.report(index);
   }
   const std::string json_path = (fs::path(options.output) / "detections.json").string();
   write_file_atomic(json_path, all.dump(1) + "\n");

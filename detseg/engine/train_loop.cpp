@@ -14,6 +14,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/core/progress.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/dist/data_parallel.h"
 #include "detseg/engine/device.h"
@@ -39,38 +40,6 @@ ScheduleOptions schedule_options(const TrainConfig& t, int64_t world_size) {
   o.total_steps = t.num_steps;
   return o;
 }
-
-// A live progress line on a terminal, plain log lines otherwise.
-class Progress {
- public:
-  Progress(int64_t first_step, int64_t last_step)
-      : first_(first_step), last_(last_step), tty_(::isatty(2)), start_(std::chrono::steady_clock::now()) {}
-
-  // Ends a live line early (a stop mid-run), so the next message starts on its own line.
-  void end_line() const {
-    if (tty_) std::fprintf(stderr, "\n");
-  }
-
-  void report(int64_t step, const std::string& values, bool log_line) {
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    double per_step = step > first_ ? elapsed / static_cast<double>(step - first_) : 0;
-    double eta = per_step * static_cast<double>(last_ - step);
-    std::string line = str("step ", step, "/", last_, " ", values, " ", per_step > 0 ? 1.0 / per_step : 0.0,
-                           " steps/s eta ", static_cast<int64_t>(eta), "s");
-    if (tty_) {
-      std::fprintf(stderr, "\r\033[K%s", line.c_str());
-      if (step == last_) std::fprintf(stderr, "\n");
-      std::fflush(stderr);
-    } else if (log_line) {
-      log_info(line);
-    }
-  }
-
- private:
-  int64_t first_, last_;
-  bool tty_;
-  std::chrono::steady_clock::time_point start_;
-};
 
 // A fault-injection hook for tests of the non-finite-loss stop: DETSEG_INJECT_NAN_LOSS=STEP or
 // STEP:RANK makes the loss of step STEP (numbered from 1, as in metrics.jsonl) NaN, on that rank or
@@ -98,6 +67,8 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   std::unique_ptr<DirectoryLock> lock;
   if (const char* rank = std::getenv("RANK"); rank == nullptr || std::string(rank) == "0") {
     lock = std::make_unique<DirectoryLock>(model_dir, "another detseg train");
+    log_to_file(model_dir + "/train.log");  // what this run prints, appended run after run
+    append_to_log_file(str("detseg train: ", config.source, " -> ", model_dir));
     if (int removed = remove_stale_temp_files(model_dir))
       log_debug("removed ", removed, " temporary files left by a killed run in ", model_dir);
   }
@@ -218,7 +189,7 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
       log_info("evaluation at step ", at_step, ":", headline);
     };
   }
-  Progress progress(step, t.num_steps);
+  Progress progress("step", step, t.num_steps, "steps/s");
   log_info("training ", config.model.type, " on ", device.str(),
            t.mixed_precision == "none" ? std::string() : " (" + t.mixed_precision + " mixed precision)", " for ",
            t.num_steps - step, " steps, batch ", t.batch_size, ", ", params.trainable.size(),

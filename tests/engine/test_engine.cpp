@@ -344,6 +344,37 @@ TEST(Engine, EvalWritesDetectionsThatCocoEvalRescoresIdentically) {
   ASSERT_EQ(n.code, 0) << n.output;
   EXPECT_EQ(n.output.find("Average Precision"), std::string::npos) << n.output;
   EXPECT_EQ(read_text(no_gt), read_text(detections));
+
+  // The model dir keeps what was printed: train.log (from the library's train_model) and eval.log.
+  const std::string train_log = read_text(dir / "train.log");
+  EXPECT_NE(train_log.find("training retinanet on cpu for 2 steps"), std::string::npos) << train_log;
+  EXPECT_NE(train_log.find("saved " + r.last_checkpoint), std::string::npos) << train_log;
+  const std::string eval_log = read_text(dir / "eval.log");
+  EXPECT_NE(eval_log.find("Average Precision  (AP) @[ IoU=0.50:0.95"), std::string::npos) << eval_log;
+  EXPECT_NE(eval_log.find("detections (COCO results format) written to " + detections.string()), std::string::npos)
+      << eval_log;
+
+  // On a terminal (script(1) gives the command one) eval and predict draw a progress line with the
+  // rate and ETA; the demo images keep their data set ids in predict's JSON.
+  detseg::testing::CommandRun tty = detseg::testing::run_command(
+      "script -qec \"" + bin + "eval --config " + config_file() + " --checkpoint " + r.last_checkpoint +
+      " --detections " + (dir / "tty.json").string() + "\" /dev/null");
+  EXPECT_EQ(tty.code, 0) << tty.output;
+  EXPECT_NE(tty.output.find("eval 2/2 "), std::string::npos) << tty.output;
+  EXPECT_NE(tty.output.find(" img/s eta 0s"), std::string::npos) << tty.output;
+  const fs::path two = dir / "two_images";
+  fs::create_directories(two);
+  for (const auto& image : gt.images)
+    fs::copy_file(std::string(DETSEG_SOURCE_DIR) + "/assets/demo/images/" + image.file_name, two / image.file_name);
+  tty = detseg::testing::run_command("script -qec \"" + bin + "predict --config " + config_file() + " --checkpoint " +
+                                     r.last_checkpoint + " --input " + two.string() + " --output " +
+                                     (dir / "predicted").string() + " --set postprocess.score_threshold=0.01\" /dev/null");
+  EXPECT_EQ(tty.code, 0) << tty.output;
+  EXPECT_NE(tty.output.find("predict 2/2 "), std::string::npos) << tty.output;
+  const nlohmann::json predicted = nlohmann::json::parse(read_text(dir / "predicted" / "detections.json"));
+  std::set<int64_t> predicted_ids;
+  for (const auto& d : predicted) predicted_ids.insert(d["image_id"].get<int64_t>());
+  EXPECT_EQ(predicted_ids, gt_images);
 }
 
 // input.max_images keeps the first images of the file, with exactly their annotations.
