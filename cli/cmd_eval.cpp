@@ -17,8 +17,20 @@ namespace detseg::cli {
 int run_eval(const EvalArgs& args) {
   install_stop_handlers();  // SIGINT/SIGTERM end the run at a safe point (see stop_signal.h)
   PipelineConfig config = load_config(args.config, args.overrides);
-  DETSEG_CONFIG_CHECK(!config.eval_input.annotations.empty(), args.config,
-                      ": eval_input.annotations is required to evaluate");
+  if (!args.eval_set.empty()) {
+    // Keep only the named set ("eval" names eval_input).
+    std::vector<std::pair<std::string, InputConfig>> kept;
+    for (auto& named : config.eval_inputs)
+      if (named.first == args.eval_set) kept.push_back(named);
+    const bool on_train = args.eval_set == "train" && config.eval.on_train > 0;
+    DETSEG_CONFIG_CHECK(args.eval_set == "eval" || !kept.empty() || on_train, args.config, ": --eval-set ",
+                        args.eval_set, ": no such evaluation set (eval, the names under eval_inputs, or train)");
+    if (args.eval_set != "eval") config.eval_input = InputConfig{};
+    if (!on_train) config.eval.on_train = 0;
+    config.eval_inputs = kept;
+  }
+  DETSEG_CONFIG_CHECK(!evaluation_sets(config).empty(), args.config,
+                      ": nothing to evaluate: set eval_input.annotations (or eval_inputs, or eval.on_train)");
   if (args.continuous) {
     std::string dir = !args.checkpoint_dir.empty() ? args.checkpoint_dir : args.model_dir;
     DETSEG_CONFIG_CHECK(!dir.empty(), "--continuous needs --checkpoint-dir (or --model-dir)");
@@ -40,14 +52,30 @@ int run_eval(const EvalArgs& args) {
   const std::string model_dir = folder.empty() ? std::string(".") : folder;
   log_to_file(model_dir + "/eval.log");
   append_to_log_file(str("detseg eval --config ", args.config, " --checkpoint ", checkpoint));
-  EvalReport report = evaluate_checkpoint(config, checkpoint, nullptr, /*per_class=*/true, !args.no_metrics);
-  print_output(str(checkpoint, ": step ", report.step, ", ", report.num_images, " images\n", report.text));
-  if (!args.json_out.empty()) write_file_atomic(args.json_out, report.json);
-  if (!report.detections.empty()) {
+  const std::vector<EvalReport> reports =
+      evaluate_checkpoint_on_sets(config, checkpoint, nullptr, /*per_class=*/true, !args.no_metrics);
+  print_output(str(checkpoint, ": step ", reports[0].step, "\n", eval_reports_text(reports)));
+  if (!args.json_out.empty()) {
+    // One set: its JSON as is; several: {"eval": ..., "<name>": ...}.
+    std::string json = reports[0].json;
+    if (reports.size() > 1) {
+      json = "{";
+      for (size_t i = 0; i < reports.size(); ++i)
+        json += str(i ? ",\n" : "\n", "\"", reports[i].set_name.empty() ? "eval" : reports[i].set_name, "\": ", reports[i].json);
+      json += "}\n";
+    }
+    write_file_atomic(args.json_out, json);
+  }
+  for (const EvalReport& report : reports) {
+    if (report.detections.empty()) continue;
+    const std::string set = report.set_name.empty() ? "" : "-" + report.set_name;
     std::string path = args.detections_out;
     if (path.empty()) {
       make_directories(model_dir + "/eval");
-      path = str(model_dir, "/eval/detections-", report.step, ".json");
+      path = str(model_dir, "/eval/detections", set, "-", report.step, ".json");
+    } else if (!set.empty()) {
+      const size_t dot = path.rfind(".json");
+      path = dot == std::string::npos ? path + set : path.substr(0, dot) + set + ".json";
     }
     write_file_atomic(path, report.detections);
     print_output(str(report.num_detections, " detections (COCO results format) written to ", path, "\n"));

@@ -44,12 +44,16 @@ int run_train(const TrainArgs& args) {
   if (result.main_process)
     print_output(str("trained to step ", result.step, ", loss ", fixed4(result.last_loss), " (first step of this run ",
                      fixed4(result.first_loss), "), checkpoint ", result.last_checkpoint, "\n"));
-  if (!config.eval_input.annotations.empty() && !result.last_checkpoint.empty()) {
-    EvalReport eval = evaluate_checkpoint(config, result.last_checkpoint, result.group.get());
-    if (!eval.main_process) return 0;
-    print_output(str("evaluation of step ", eval.step, " on ", eval.num_images, " images:\n", eval.text));
-    write_file_atomic(args.model_dir + "/eval-final.json", eval.json);
-    if (!eval.detections.empty()) write_file_atomic(args.model_dir + "/detections-final.json", eval.detections);
+  if (!evaluation_sets(config).empty() && !result.last_checkpoint.empty()) {
+    const std::vector<EvalReport> evals = evaluate_checkpoint_on_sets(config, result.last_checkpoint, result.group.get());
+    if (!evals[0].main_process) return 0;
+    print_output(str("evaluation of step ", evals[0].step, ":\n", eval_reports_text(evals)));
+    for (const EvalReport& eval : evals) {
+      const std::string set = eval.set_name.empty() ? "" : "-" + eval.set_name;
+      write_file_atomic(args.model_dir + "/eval-final" + set + ".json", eval.json);
+      if (!eval.detections.empty())
+        write_file_atomic(args.model_dir + "/detections-final" + set + ".json", eval.detections);
+    }
   }
   return 0;
 }

@@ -23,6 +23,7 @@ struct EvalArgs {
   std::string json_out;
   std::string detections_out;  // COCO results file; default <checkpoint folder>/eval/detections-<step>.json
   bool no_metrics = false;
+  std::string eval_set;  // only this evaluation set ("eval" = eval_input); default: every set
   std::vector<std::string> overrides;
   bool continuous = false;
   std::string checkpoint_dir;

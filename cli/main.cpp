@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   eval_app->add_option("--detections", eval.detections_out,
                        "Write the detections in COCO results format to this file (default: <checkpoint folder>/eval/"
                        "detections-<step>.json)");
+  eval_app->add_option("--eval-set", eval.eval_set,
+                       "Evaluate only this set: eval (eval_input), a name under eval_inputs, or train (eval.on_train)");
   eval_app->add_flag("--no-metrics", eval.no_metrics,
                      "Only write the detections (images without ground truth, e.g. a COCO test-dev image list)");
   eval_app->add_flag("--continuous", eval.continuous, "Evaluate each new checkpoint in --checkpoint-dir once");

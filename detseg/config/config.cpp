@@ -295,6 +295,8 @@ void visit_eval(V& v, EvalConfig& c) {
   v.field("every_steps", c.every_steps, range(0), 
           "Evaluate the current (EMA) weights on eval_input every N training steps into model_dir/eval/ (0: only "
           "at the end of `detseg train`)");
+  v.field("on_train", c.on_train, range(0),
+          "Also evaluate the first N train_input images (unaugmented), logged as the set \"train\" (0: off)");
 }
 
 template <class V>
@@ -309,6 +311,7 @@ void visit_config(V& v, PipelineConfig& c) {
   v.section("train_input", [&] { visit_input(v, c.train_input); });
   v.section("eval", [&] { visit_eval(v, c.eval); });
   v.section("eval_input", [&] { visit_input(v, c.eval_input); });
+  v.named_sections("eval_inputs", c.eval_inputs, [&](InputConfig& input) { visit_input(v, input); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -432,6 +435,34 @@ class Reader {
                         ": expected a value (remove the key to keep the default), got nothing");
     }
     read(node, level.prefix + key, value, check);
+  }
+
+  // `key: {name: {...}, name2: {...}}`: sections under names the user chooses, read in file order.
+  template <class T, class F>
+  void named_sections(const char* key, std::vector<std::pair<std::string, T>>& out, F body) {
+    Level& level = stack_.back();
+    level.seen.insert(key);
+    YAML::Node child = lookup(level.node, key);
+    const std::string path = level.prefix + key;
+    if (!child.IsDefined() || child.IsNull()) return;
+    check_mapping(child, path);
+    out.clear();
+    for (const auto& item : child) {
+      const std::string name = item.first.Scalar();
+      if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                              std::string::npos)
+        throw ConfigError(where(item.first, path) + path + "." + name +
+                          ": a set name uses letters, digits, '_' and '-' (it names files and metrics)");
+      YAML::Node section = item.second;
+      if (!section.IsDefined() || section.IsNull()) section = YAML::Node(YAML::NodeType::Map);
+      check_mapping(section, path + "." + name);
+      T value{};
+      stack_.push_back(Level{section, path + "." + name + "."});
+      body(value);
+      reject_unknown(stack_.back());
+      stack_.pop_back();
+      out.emplace_back(name, std::move(value));
+    }
   }
 
   void finish() { reject_unknown(stack_.front()); }
@@ -576,6 +607,16 @@ class Writer {
     out_ << YAML::Key << key << YAML::Value;
     write(value);
   }
+  template <class T, class F>
+  void named_sections(const char* key, std::vector<std::pair<std::string, T>>& sections, F body) {
+    out_ << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    for (auto& [name, value] : sections) {
+      out_ << YAML::Key << name << YAML::Value << YAML::BeginMap;
+      body(value);
+      out_ << YAML::EndMap;
+    }
+    out_ << YAML::EndMap;
+  }
   std::string text() {
     out_ << YAML::EndMap;
     return std::string(out_.c_str()) + "\n";
@@ -603,6 +644,14 @@ class Documenter {
   void section(const char* key, F body) {
     prefix_.push_back(std::string(key) + ".");
     body();
+    prefix_.pop_back();
+  }
+  // Documented once, as `key.<name>.field`.
+  template <class T, class F>
+  void named_sections(const char* key, std::vector<std::pair<std::string, T>>&, F body) {
+    prefix_.push_back(std::string(key) + ".<name>.");
+    T defaults{};
+    body(defaults);
     prefix_.pop_back();
   }
   template <class T>

@@ -162,6 +162,7 @@ struct EvalConfig {
   bool class_agnostic = false;
   int64_t batch_size = 1;
   int64_t every_steps = 0;            // 0: only at the end of training
+  int64_t on_train = 0;               // also score the first N train_input images (as set "train")
 };
 
 struct PipelineConfig {
@@ -177,6 +178,9 @@ struct PipelineConfig {
   InputConfig train_input;
   EvalConfig eval;
   InputConfig eval_input;
+  // More evaluation sets, by name (eval_inputs: {val: {...}, test: {...}}), in file order; each
+  // is scored and logged on its own (eval/<name>/AP).
+  std::vector<std::pair<std::string, InputConfig>> eval_inputs;
 };
 
 // Loads and validates `path`, then applies `overrides` ("a.b.c=value", value in YAML syntax).

@@ -434,6 +434,57 @@ EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_
   return report;
 }
 
+std::vector<EvalSet> evaluation_sets(const PipelineConfig& config) {
+  std::vector<EvalSet> sets;
+  if (!config.eval_input.annotations.empty()) sets.push_back({"", config.eval_input});
+  for (const auto& [name, input] : config.eval_inputs) {
+    DETSEG_CONFIG_CHECK(!input.annotations.empty(), location(config.source), "eval_inputs.", name,
+                        ".annotations: required");
+    sets.push_back({name, input});
+  }
+  if (config.eval.on_train > 0) {
+    DETSEG_CONFIG_CHECK(!config.train_input.annotations.empty(), location(config.source),
+                        "eval.on_train needs train_input.annotations");
+    EvalSet train{"train", config.train_input};
+    train.input.max_images = config.eval.on_train;
+    train.input.sample_1_of_n = 1;
+    sets.push_back(train);
+  }
+  return sets;
+}
+
+std::vector<EvalReport> evaluate_model_on_sets(const PipelineConfig& config, ModelImpl& model, int64_t step,
+                                               dist::ProcessGroup* group, bool per_class, bool metrics) {
+  std::vector<EvalReport> reports;
+  for (const EvalSet& set : evaluation_sets(config)) {
+    // Each set is evaluated as if it were the config's eval_input: one code path for all of them.
+    PipelineConfig one = config;
+    one.eval_input = set.input;
+    reports.push_back(evaluate_model(one, model, step, group, per_class, metrics));
+    reports.back().set_name = set.name;
+  }
+  return reports;
+}
+
+std::string eval_reports_text(const std::vector<EvalReport>& reports) {
+  std::string out;
+  for (const EvalReport& r : reports)
+    out += (r.set_name.empty() ? std::string() : str("set ", r.set_name, " (", r.num_images, " images):\n")) + r.text;
+  return out;
+}
+
+std::vector<EvalReport> evaluate_checkpoint_on_sets(const PipelineConfig& config, const std::string& checkpoint,
+                                                    dist::ProcessGroup* group, bool per_class, bool metrics) {
+  int64_t step = 0;
+  std::shared_ptr<ModelImpl> model;
+  if (is_segmentation_model(config)) {
+    model = load_segmenter(config, checkpoint, &step);
+  } else {
+    model = load_detector(config, checkpoint, &step);
+  }
+  return evaluate_model_on_sets(config, *model, step, group, per_class, metrics);
+}
+
 EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& checkpoint, dist::ProcessGroup* group,
                                bool per_class, bool metrics) {
   int64_t step = 0;
@@ -453,15 +504,20 @@ EvalRecorder::EvalRecorder(const std::string& eval_dir)
 EvalRecorder::~EvalRecorder() = default;
 
 void EvalRecorder::write(const EvalReport& report) {
-  write_file_atomic(str(dir_, "/eval-", report.step, ".json"), report.json);
-  if (!report.detections.empty()) write_file_atomic(str(dir_, "/detections-", report.step, ".json"), report.detections);
+  const std::string set = report.set_name.empty() ? "" : report.set_name + "-";
+  write_file_atomic(str(dir_, "/eval-", set, report.step, ".json"), report.json);
+  if (!report.detections.empty())
+    write_file_atomic(str(dir_, "/detections-", set, report.step, ".json"), report.detections);
   MetricsRecord record;
   record.step = report.step;
   record.time = unix_time_now();
-  record.split = "eval";
+  record.split = report.set_name.empty() ? "eval" : "eval/" + report.set_name;
   record.values = report.scalars;
   metrics_->write(record);
-  for (auto& [name, value] : record.values) events_->add_scalar(name, value, report.step);
+  // One events file for every set: a named set's tags carry its name, so TensorBoard shows
+  // eval/val/AP next to eval/train/AP.
+  const std::string tag_prefix = report.set_name.empty() ? "" : "eval/" + report.set_name + "/";
+  for (auto& [name, value] : record.values) events_->add_scalar(tag_prefix + name, value, report.step);
   events_->flush();
 }
 
@@ -477,18 +533,19 @@ void evaluate_continuously(const PipelineConfig& config, const std::string& chec
   // The watcher hands out each new latest checkpoint once; older ones written meanwhile are
   // skipped, since the trainer's keep-N may delete them any moment.
   while (std::optional<std::string> path = watcher.next()) {
-    EvalReport result;
+    std::vector<EvalReport> results;
     try {
-      result = evaluate_checkpoint(config, *path, nullptr, /*per_class=*/false);
+      results = evaluate_checkpoint_on_sets(config, *path, nullptr, /*per_class=*/false);
     } catch (const Error& e) {
       // A checkpoint deleted by the trainer between listing and reading is not fatal.
       if (!file_exists(*path)) continue;
       throw;
     }
-    print_output(str("checkpoint step ", result.step, "\n", result.text));
-    recorder.write(result);
-    if (result.step >= config.train.num_steps) {
-      log_info("evaluated the final step ", result.step, "; stopping");
+    if (results.empty()) continue;
+    print_output(str("checkpoint step ", results[0].step, "\n", eval_reports_text(results)));
+    for (const EvalReport& result : results) recorder.write(result);
+    if (results[0].step >= config.train.num_steps) {
+      log_info("evaluated the final step ", results[0].step, "; stopping");
       return;
     }
   }

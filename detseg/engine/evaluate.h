@@ -80,6 +80,7 @@ std::string seg_eval_result_text(const SegmentationEvalResult& result);
 
 // What `detseg eval`, `detseg train` and continuous evaluation print and store of one checkpoint.
 struct EvalReport {
+  std::string set_name;  // "" for eval_input, else the eval_inputs name (or "train" for eval.on_train)
   int64_t step = 0;
   int64_t num_images = 0;
   std::string text;  // human summary
@@ -97,12 +98,35 @@ struct EvalReport {
 EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_t step,
                           dist::ProcessGroup* group = nullptr, bool per_class = true, bool metrics = true);
 
+// The evaluation sets of a config, in order: eval_input (name "") when it has annotations, each
+// eval_inputs entry, and with eval.on_train N the first N train_input images as "train".
+struct EvalSet {
+  std::string name;
+  InputConfig input;
+};
+std::vector<EvalSet> evaluation_sets(const PipelineConfig& config);
+
+// evaluate_model on each evaluation set (the same model, one report per set).
+std::vector<EvalReport> evaluate_model_on_sets(const PipelineConfig& config, ModelImpl& model, int64_t step,
+                                               dist::ProcessGroup* group = nullptr, bool per_class = true,
+                                               bool metrics = true);
+
+// The reports' texts, each set's under a "set <name>:" line when it has a name.
+std::string eval_reports_text(const std::vector<EvalReport>& reports);
+
+// Loads `checkpoint` (once) and evaluates it on every evaluation set.
+std::vector<EvalReport> evaluate_checkpoint_on_sets(const PipelineConfig& config, const std::string& checkpoint,
+                                                    dist::ProcessGroup* group = nullptr, bool per_class = true,
+                                                    bool metrics = true);
+
 // Loads `checkpoint` into the model config.model.type names and evaluates it on eval_input.
 EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& checkpoint,
                                dist::ProcessGroup* group = nullptr, bool per_class = true, bool metrics = true);
 
 // Writes evaluations into an eval folder (model_dir/eval/): eval-<step>.json (and the detections,
-// detections-<step>.json, for detection models), one metrics.jsonl
+// detections-<step>.json, for detection models; a named set's files are eval-<name>-<step>.json and
+// detections-<name>-<step>.json, its metrics.jsonl split "eval/<name>" and its TensorBoard tags
+// "eval/<name>/AP", ...), one metrics.jsonl
 // record per evaluation (split "eval": the report's scalars: COCO's 12 stats or mIoU and accuracies,
 // then the loss means) and the same scalars as TensorBoard events. Used by continuous evaluation and by eval.every_steps in training.
 class EvalRecorder {

@@ -170,22 +170,25 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   // ranks. The RNG state is put back so the evaluation does not change the training that follows.
   std::unique_ptr<EvalRecorder> eval_recorder;
   std::function<void(int64_t)> periodic_eval;
-  if (config.eval.every_steps > 0 && !config.eval_input.annotations.empty()) {
+  if (config.eval.every_steps > 0 && !evaluation_sets(config).empty()) {
     if (dp.is_main()) eval_recorder = std::make_unique<EvalRecorder>(model_dir + "/eval");
     periodic_eval = [&](int64_t at_step) {
       const NamedTensors rng = rng_states();
-      EvalReport evaluation;
+      std::vector<EvalReport> evaluations;
       {
         EmaScope averages(ema.get(), *model);
-        evaluation = evaluate_model(config, *model, at_step, dp.group(), /*per_class=*/false);
+        evaluations = evaluate_model_on_sets(config, *model, at_step, dp.group(), /*per_class=*/false);
       }
       model->train();
       restore_rng_states(rng);
       if (!eval_recorder) return;
-      eval_recorder->write(evaluation);
       std::string headline;
-      for (size_t i = 0; i < evaluation.scalars.size() && i < 2; ++i)
-        headline += str(" ", evaluation.scalars[i].first, " ", evaluation.scalars[i].second);
+      for (const EvalReport& evaluation : evaluations) {
+        eval_recorder->write(evaluation);
+        const std::string prefix = evaluation.set_name.empty() ? "" : evaluation.set_name + "/";
+        for (size_t i = 0; i < evaluation.scalars.size() && i < 2; ++i)
+          headline += str(" ", prefix, evaluation.scalars[i].first, " ", evaluation.scalars[i].second);
+      }
       log_info("evaluation at step ", at_step, ":", headline);
     };
   }

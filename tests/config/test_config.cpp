@@ -59,7 +59,7 @@ TEST(Config, OutOfRange) {
 TEST(Config, UnknownKey) {
   std::string yaml = std::string(kMinimal) + "eval:\n  clas_agnostic: true\n";
   EXPECT_EQ(error_of(yaml), "configs/x.yaml:10: eval.clas_agnostic: unknown key (known here: batch_size, "
-                            "class_agnostic, every_steps)");
+                            "class_agnostic, every_steps, on_train)");
   EXPECT_NE(error_of(std::string(kMinimal) + "modle: {}\n").find("configs/x.yaml:9: modle: unknown key"),
             std::string::npos);
 }
@@ -287,4 +287,31 @@ TEST(ConfigBase, ErrorsNameTheFileAndLineTheKeyCameFrom) {
             dir + "/bad_value_base.yaml:2: train.num_steps: expected an integer >= 1, got \"lots\"");
   EXPECT_EQ(load_error(dir + "/missing.yaml"), dir + "/missing.yaml:1: _base_: " + dir + "/nope.yaml: config file not found");
   EXPECT_NE(load_error(dir + "/a.yaml").find("is already being read (a cycle of _base_ configs)"), std::string::npos);
+}
+
+TEST(Config, EvalInputsAreNamedSectionsInFileOrder) {
+  const std::string yaml = std::string(kMinimal) +
+                           "eval_inputs:\n"
+                           "  val: {annotations: data/val.json, images: img}\n"
+                           "  hard-cases: {annotations: data/hard.json, max_images: 5}\n"
+                           "eval: {on_train: 7}\n";
+  const auto c = parse_config(yaml, "configs/x.yaml");
+  ASSERT_EQ(c.eval_inputs.size(), 2u);
+  EXPECT_EQ(c.eval_inputs[0].first, "val");
+  EXPECT_EQ(c.eval_inputs[0].second.annotations, "configs/data/val.json");
+  EXPECT_EQ(c.eval_inputs[1].first, "hard-cases");
+  EXPECT_EQ(c.eval_inputs[1].second.max_images, 5);
+  EXPECT_EQ(c.eval.on_train, 7);
+  // Each set's keys are checked like eval_input's, with the set's name in the key path.
+  EXPECT_NE(error_of(yaml, {"eval_inputs.val.max_imgs=3"})
+                .find("--set eval_inputs.val.max_imgs: eval_inputs.val.max_imgs: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "eval_inputs:\n  \"a b\": {annotations: x.json}\n")
+                .find("eval_inputs.a b: a set name uses letters, digits, '_' and '-'"),
+            std::string::npos);
+  // The resolved YAML lists them and reads back the same.
+  const auto again = parse_config(detseg::config_to_yaml(c), "resolved.yaml");  // paths already anchored
+  ASSERT_EQ(again.eval_inputs.size(), 2u);
+  EXPECT_EQ(again.eval_inputs[1].first, "hard-cases");
+  EXPECT_EQ(again.eval_inputs[1].second.annotations, "configs/data/hard.json");
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <fstream>
 #include <string>
@@ -375,6 +376,60 @@ TEST(Engine, EvalWritesDetectionsThatCocoEvalRescoresIdentically) {
   std::set<int64_t> predicted_ids;
   for (const auto& d : predicted) predicted_ids.insert(d["image_id"].get<int64_t>());
   EXPECT_EQ(predicted_ids, gt_images);
+}
+
+TEST(Engine, SeveralEvaluationSetsAreScoredAndLoggedByName) {
+  const fs::path dir = workdir() / "eval_sets";
+  fs::remove_all(dir);
+  const std::string images = std::string(DETSEG_SOURCE_DIR) + "/assets/demo/images";
+  // eval_input plus a named set (the training images) and eval.on_train: 3 images.
+  const std::vector<std::string> sets = {
+      "eval.every_steps=2", "train.checkpoint_every=100", "eval.on_train=3",
+      "eval_inputs.seen={annotations: '" + (workdir() / "train4.json").string() + "', images: '" + images +
+          "', num_workers: 1}"};
+  detseg::TrainResult r = detseg::train_model(make_config(sets), dir.string());
+  ASSERT_EQ(r.step, 4);
+  std::map<std::string, std::vector<int64_t>> steps_by_split;
+  for (const auto& row : read_jsonl(dir / "eval" / "metrics.jsonl")) {
+    steps_by_split[row["split"].get<std::string>()].push_back(row["step"].get<int64_t>());
+    EXPECT_TRUE(row.contains("AP")) << row.dump();
+  }
+  const std::vector<int64_t> both = {2, 4};
+  EXPECT_EQ(steps_by_split["eval"], both);
+  EXPECT_EQ(steps_by_split["eval/seen"], both);
+  EXPECT_EQ(steps_by_split["eval/train"], both);
+  EXPECT_EQ(steps_by_split.size(), 3u);
+  for (const char* file : {"eval-2.json", "eval-seen-2.json", "eval-train-4.json", "detections-seen-4.json"})
+    EXPECT_TRUE(fs::exists(dir / "eval" / file)) << file;
+  // Each set is the data it names: 2 eval images, 4 training images, the first 3 of them.
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir / "eval" / "eval-4.json"))["num_images"], 2);
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir / "eval" / "eval-seen-4.json"))["num_images"], 4);
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir / "eval" / "eval-train-4.json"))["num_images"], 3);
+  // TensorBoard: one events file, a named set's tags carry its name.
+  std::string events;
+  for (const auto& entry : fs::directory_iterator(dir / "eval"))
+    if (entry.path().filename().string().find("tfevents") != std::string::npos) events += read_text(entry.path());
+  EXPECT_NE(events.find("eval/seen/AP"), std::string::npos);
+  EXPECT_NE(events.find("eval/train/AP50"), std::string::npos);
+
+  // detseg eval scores every set, or one with --eval-set, and --json keys them by name.
+  std::string cmd = std::string(DETSEG_BINARY) + " --threads 1 eval --config " + config_file() + " --checkpoint " +
+                    (dir / "ckpt-4.dsckpt").string() + " --set eval.on_train=3";
+  for (size_t i = 3; i < sets.size(); ++i) cmd += " --set \"" + sets[i] + "\"";
+  detseg::testing::CommandRun all = detseg::testing::run_command(cmd + " --json " + (dir / "all.json").string());
+  ASSERT_EQ(all.code, 0) << all.output;
+  EXPECT_NE(all.output.find("set seen (4 images):"), std::string::npos) << all.output;
+  EXPECT_NE(all.output.find("set train (3 images):"), std::string::npos) << all.output;
+  const nlohmann::json keyed = nlohmann::json::parse(read_text(dir / "all.json"));
+  EXPECT_EQ(keyed["seen"]["stats"], nlohmann::json::parse(read_text(dir / "eval" / "eval-seen-4.json"))["stats"]);
+  EXPECT_EQ(keyed["eval"]["num_images"], 2);
+  detseg::testing::CommandRun one = detseg::testing::run_command(cmd + " --eval-set train");
+  ASSERT_EQ(one.code, 0) << one.output;
+  EXPECT_EQ(one.output.find("set seen"), std::string::npos) << one.output;
+  EXPECT_NE(one.output.find("set train (3 images):"), std::string::npos) << one.output;
+  detseg::testing::CommandRun bad = detseg::testing::run_command(cmd + " --eval-set nope");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--eval-set nope: no such evaluation set"), std::string::npos) << bad.output;
 }
 
 // input.max_images keeps the first images of the file, with exactly their annotations.
