@@ -211,6 +211,10 @@ void visit_postprocess(V& v, PostprocessConfig& c) {
   v.field("score_threshold", c.score_threshold, range(0, 1), "Drop detections scoring below this");
   v.field("nms_iou_threshold", c.nms_iou_threshold, range(0, 1), "Per-class NMS IoU threshold");
   v.field("max_detections_per_image", c.max_detections_per_image, range(1, 100000), "Detections kept per image");
+  v.field("nms", c.nms, one_of({"per_class", "class_agnostic", "soft"}),
+          "per_class: hard NMS within each class (torchvision's); class_agnostic: a box suppresses overlapping "
+          "boxes of every class; soft: Gaussian soft-NMS per class (scores decay with overlap)");
+  v.field("soft_nms_sigma", c.soft_nms_sigma, range(1e-6, 100), "soft: score *= exp(-IoU^2 / (2 sigma))");
 }
 
 template <class V>

@@ -131,6 +131,8 @@ struct PostprocessConfig {
   double score_threshold = 0.05;
   double nms_iou_threshold = 0.5;
   int64_t max_detections_per_image = 100;
+  std::string nms = "per_class";       // per_class | class_agnostic | soft (postprocess/nms_choice.h)
+  double soft_nms_sigma = 0.5;
 };
 
 struct DistributedConfig {

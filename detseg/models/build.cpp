@@ -36,6 +36,8 @@ DenseDetectorOptions dense_options(const PipelineConfig& config) {
   o.postprocess.score_threshold = p.score_threshold;
   o.postprocess.nms_iou_threshold = p.nms_iou_threshold;
   o.postprocess.max_detections_per_image = p.max_detections_per_image;
+  o.postprocess.nms = parse_nms_method(p.nms);
+  o.postprocess.soft_nms_sigma = p.soft_nms_sigma;
   return o;
 }
 
@@ -80,6 +82,8 @@ std::shared_ptr<DetectorImpl> build_faster_rcnn(const PipelineConfig& config) {
   o.second_stage_mask_loss_weight = f.second_stage_mask_loss_weight;
   o.second_stage_score_threshold = config.postprocess.score_threshold;
   o.second_stage_nms_iou_threshold = config.postprocess.nms_iou_threshold;
+  o.second_stage_nms = parse_nms_method(config.postprocess.nms);
+  o.second_stage_soft_nms_sigma = config.postprocess.soft_nms_sigma;
   o.second_stage_max_detections_per_class = f.second_stage_max_detections_per_class;
   o.second_stage_max_total_detections = config.postprocess.max_detections_per_image;
   if (f.hard_example_miner_num_examples > 0) {

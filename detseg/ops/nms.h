@@ -60,6 +60,9 @@ struct MultiClassNmsOptions {
   // Output boxes relative to clip_window (see change_coordinate_frame); needs clip_window.
   bool change_coordinate_frame = false;
   double soft_nms_sigma = 0.0;     // > 0: Gaussian soft-NMS per class instead of hard NMS
+  // One NMS over every class's candidates: a box suppresses overlapping boxes of any class (with
+  // soft_nms_sigma: one soft-NMS over all of them). max_per_class still applies afterwards.
+  bool class_agnostic = false;
 };
 
 // One image. boxes: [N, 4] shared by all classes, or [N, C, 4] per class; scores: [N, C];

@@ -81,7 +81,22 @@ Boxes multiclass_nms(const at::Tensor& boxes, const at::Tensor& scores,
   const Candidates c = gather_candidates(boxes, scores, opt);
   // selected: candidate indices; selected_scores: their (for soft-NMS decayed) scores.
   at::Tensor selected, selected_scores;
-  if (opt.soft_nms_sigma > 0) {
+  if (opt.soft_nms_sigma > 0 && opt.class_agnostic) {
+    SoftNmsOptions so;
+    so.method = SoftNmsMethod::kGaussian;
+    so.sigma = opt.soft_nms_sigma;
+    so.iou_threshold = opt.iou_threshold;
+    so.score_threshold = opt.score_threshold;
+    auto r = soft_nms(c.boxes, c.scores, so);
+    selected = r.indices;
+    selected_scores = r.scores.to(c.scores.dtype());
+    if (opt.max_per_class > 0) {
+      const auto keep = first_per_class(at::arange(selected.size(0), selected.options()), c.classes.index_select(0, selected),
+                                        opt.max_per_class);
+      selected = selected.index_select(0, keep);
+      selected_scores = selected_scores.index_select(0, keep);
+    }
+  } else if (opt.soft_nms_sigma > 0) {
     // Soft-NMS is sequential per class: run it on each class's run of the class-major candidates.
     SoftNmsOptions so;
     so.method = SoftNmsMethod::kGaussian;
@@ -103,7 +118,8 @@ Boxes multiclass_nms(const at::Tensor& boxes, const at::Tensor& scores,
     selected = at::cat(picked, 0);
     selected_scores = at::cat(picked_scores, 0);
   } else {
-    selected = batched_nms(c.boxes, c.scores, c.classes, opt.iou_threshold);
+    selected = opt.class_agnostic ? nms(c.boxes, c.scores, opt.iou_threshold)
+                                  : batched_nms(c.boxes, c.scores, c.classes, opt.iou_threshold);
     if (opt.max_per_class > 0) selected = first_per_class(selected, c.classes, opt.max_per_class);
     selected_scores = c.scores.index_select(0, selected);
   }

@@ -332,6 +332,30 @@ TEST(Engine, EvalWritesDetectionsThatCocoEvalRescoresIdentically) {
   for (const auto& image : gt.images) gt_images.insert(image.id);
   EXPECT_EQ(seen_images, gt_images);
 
+  // postprocess.nms from the command line: class-agnostic NMS leaves fewer boxes than per-class
+  // (untrained classes overlap everywhere); soft-NMS decays scores instead of removing boxes, so
+  // the best detection is the same and the others score no higher than before.
+  auto detect_with = [&](const std::string& nms) {
+    const fs::path out = dir / ("nms-" + nms + ".json");
+    detseg::testing::CommandRun run = detseg::testing::run_command(
+        bin + "eval --config " + config_file() + " --checkpoint " + r.last_checkpoint + " --no-metrics --detections " +
+        out.string() + " --set postprocess.score_threshold=0.01 --set postprocess.max_detections_per_image=100000" +
+        " --set postprocess.max_detection_points=0 --set postprocess.nms=" + nms);
+    EXPECT_EQ(run.code, 0) << run.output;
+    return nlohmann::json::parse(read_text(out));
+  };
+  const nlohmann::json per_class = detect_with("per_class"), agnostic = detect_with("class_agnostic"),
+                       soft = detect_with("soft");
+  EXPECT_GT(per_class.size(), results.size());  // no longer capped at 100 per image
+  EXPECT_LT(agnostic.size(), per_class.size());
+  auto best = [](const nlohmann::json& dets) {
+    double top = 0;
+    for (const auto& d : dets) top = std::max(top, d["score"].get<double>());
+    return top;
+  };
+  ASSERT_GT(soft.size(), 0u);
+  EXPECT_DOUBLE_EQ(best(soft), best(per_class));
+
   // Images without ground truth (a test-dev style list: images and categories only): --no-metrics
   // writes the same detections and nothing else.
   detseg::CocoDataset images_only = detseg::read_coco((workdir() / "eval2.json").string());

@@ -111,11 +111,16 @@ Boxes DenseDetectorImpl::postprocess(const at::Tensor& cls_logits, const at::Ten
   boxes = at::stack({boxes.select(1, 0).clamp(0, valid_width), boxes.select(1, 1).clamp(0, valid_height),
                      boxes.select(1, 2).clamp(0, valid_width), boxes.select(1, 3).clamp(0, valid_height)},
                     1);
-  at::Tensor kept = batched_nms(boxes, scores, classes, post.nms_iou_threshold);
-  if (kept.size(0) > post.max_detections_per_image) kept = kept.slice(0, 0, post.max_detections_per_image);
-  Boxes result(boxes.index_select(0, kept));
-  result.scores = scores.index_select(0, kept);
-  result.classes = classes.index_select(0, kept);
+  NmsChoice choice;
+  choice.method = post.nms;
+  choice.iou_threshold = post.nms_iou_threshold;
+  choice.soft_sigma = post.soft_nms_sigma;
+  choice.score_threshold = post.score_threshold;
+  choice.max_detections = post.max_detections_per_image;
+  const SelectedDetections kept = select_detections(boxes, scores, classes, choice);
+  Boxes result(boxes.index_select(0, kept.indices));
+  result.scores = kept.scores;
+  result.classes = classes.index_select(0, kept.indices);
   return result;
 }
 

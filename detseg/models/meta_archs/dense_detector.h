@@ -12,6 +12,7 @@
 #include "detseg/models/detector.h"
 #include "detseg/ops/anchors.h"
 #include "detseg/ops/target_assigner.h"
+#include "detseg/postprocess/nms_choice.h"
 
 namespace detseg {
 
@@ -20,6 +21,8 @@ struct DensePostprocessOptions {
   double score_threshold = 0.05;
   double nms_iou_threshold = 0.5;
   int64_t max_detections_per_image = 100;
+  NmsMethod nms = NmsMethod::kPerClass;  // postprocess.nms
+  double soft_nms_sigma = 0.5;
 };
 
 struct DenseDetectorOptions {

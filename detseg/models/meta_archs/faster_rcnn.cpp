@@ -433,7 +433,11 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
     at::Tensor boxes = decode_boxes(codes.transpose(0, 1), proposals, coder(o.second_stage_box_coder_scales)).transpose(0, 1);
     MultiClassNmsOptions nms;
     nms.score_threshold = o.second_stage_score_threshold;
-    nms.iou_threshold = o.second_stage_nms_iou_threshold;
+    NmsChoice choice;
+    choice.method = o.second_stage_nms;
+    choice.iou_threshold = o.second_stage_nms_iou_threshold;
+    choice.soft_sigma = o.second_stage_soft_nms_sigma;
+    apply_nms_choice(choice, nms);
     nms.max_per_class = o.second_stage_max_detections_per_class;
     nms.max_total = o.second_stage_max_total_detections;
     nms.clip_window = Window{0, 0, w, h};

@@ -30,6 +30,7 @@
 #include "detseg/models/faster_rcnn_network.h"
 #include "detseg/ops/anchors.h"
 #include "detseg/ops/hard_example_miner.h"
+#include "detseg/postprocess/nms_choice.h"
 
 namespace detseg {
 
@@ -65,6 +66,8 @@ struct FasterRcnnOptions {
   double second_stage_mask_loss_weight = 1.0;
   double second_stage_score_threshold = 0.05;
   double second_stage_nms_iou_threshold = 0.5;
+  NmsMethod second_stage_nms = NmsMethod::kPerClass;  // postprocess.nms
+  double second_stage_soft_nms_sigma = 0.5;
   int64_t second_stage_max_detections_per_class = 100;
   int64_t second_stage_max_total_detections = 100;
   std::optional<HardExampleMinerOptions> hard_example_miner;  // set: no second-stage sampling
