@@ -83,5 +83,13 @@ int run_info(const InfoArgs& args);
 // The torch-free parts of `info` (--config-keys, --resolved); false when `args` asks for neither.
 bool run_config_info(const InfoArgs& args);
 int run_plot(const PlotArgs& args);
+struct ExportArgs {
+  std::string config;
+  std::string checkpoint;
+  std::string format = "safetensors";
+  std::string output;
+  std::vector<std::string> overrides;
+};
+int run_export(const ExportArgs& args);
 
 }  // namespace detseg::cli

@@ -86,6 +86,7 @@ int run_info(const InfoArgs& args) {
   forward_to_engine();
 }
 int run_plot(const PlotArgs&) { forward_to_engine(); }
+int run_export(const ExportArgs&) { forward_to_engine(); }
 
 }  // namespace cli
 }  // namespace detseg

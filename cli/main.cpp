@@ -111,6 +111,15 @@ int main(int argc, char** argv) {
   yolo_app->add_option("--split", yolo.split, "The data.yaml key of the images to convert (default: train)");
   yolo_app->callback([&] { run = [&] { return run_convert_yolo(yolo); }; });
 
+  ExportArgs exp;
+  auto* export_app = app.add_subcommand("export", "Write a checkpoint's weights for other tools (safetensors, torchvision's names)");
+  export_app->add_option("--config", exp.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
+  export_app->add_option("--checkpoint", exp.checkpoint, "Checkpoint to export (its EMA weights when it has them)")->required();
+  export_app->add_option("--format", exp.format, "safetensors")->check(CLI::IsMember({"safetensors"}));
+  export_app->add_option("-o,--output", exp.output, "Output file")->required();
+  add_overrides(export_app, exp.overrides);
+  export_app->callback([&] { run = [&] { return run_export(exp); }; });
+
   PlotArgs plot;
   auto* plot_app = app.add_subcommand("plot", "Render a run's loss, learning-rate and AP curves to PNG");
   plot_app->add_option("RUN_DIR", plot.run_dir, "Model dir holding metrics.jsonl (and eval/metrics.jsonl)")->required();
