@@ -82,5 +82,13 @@ int run_info(const InfoArgs& args);
 // The torch-free parts of `info` (--config-keys, --resolved); false when `args` asks for neither.
 bool run_config_info(const InfoArgs& args);
 int run_plot(const PlotArgs& args);
+struct FetchArgs {
+  std::string source;  // a URL or a path, or
+  std::string config;  // the model.pretrained of this config
+  std::string sha256;  // with `source`: its SHA-256 or first 8+ hex digits
+  std::vector<std::string> overrides;
+};
+// Torch-free: both binaries run it in-process.
+int run_fetch(const FetchArgs& args);
 
 }  // namespace detseg::cli
