@@ -91,5 +91,13 @@ struct ExportArgs {
   std::vector<std::string> overrides;
 };
 int run_export(const ExportArgs& args);
+struct FetchArgs {
+  std::string source;  // a URL or a path, or
+  std::string config;  // the model.pretrained of this config
+  std::string sha256;  // with `source`: its SHA-256 or first 8+ hex digits
+  std::vector<std::string> overrides;
+};
+// Torch-free: both binaries run it in-process.
+int run_fetch(const FetchArgs& args);
 
 }  // namespace detseg::cli

@@ -1,5 +1,6 @@
 // Implements: the torch-free `detseg` front. It is linked from main.cpp (the whole grammar),
-// cmd_coco_eval.cpp and this file only, so it starts without loading LibTorch (~1 s here).
+// cmd_coco_eval.cpp, cmd_config.cpp, cmd_fetch.cpp and this file only, so it starts without
+// loading LibTorch (~1 s here).
 // Subcommands that need LibTorch are forwarded, arguments unchanged, to `detseg-engine`, which is
 // built from the same main.cpp with every subcommand and installed next to this binary.
 // A new subcommand that needs LibTorch gets a one-line forwarder below.

@@ -128,6 +128,18 @@ int main(int argc, char** argv) {
   plot_app->add_option("--height", plot.height, "Chart height in pixels")->check(CLI::Range(150, 8000));
   plot_app->callback([&] { run = [&] { return run_plot(plot); }; });
 
+  FetchArgs fetch;
+  auto* fetch_app = app.add_subcommand(
+      "fetch", "Download pretrained weights into the cache ($DETSEG_HOME/weights, default ~/.cache/detseg/weights), "
+               "verify their SHA-256 and print the local path");
+  fetch_app->add_option("SOURCE", fetch.source, "URL (http, https, file) or path of the weights");
+  fetch_app->add_option("--sha256", fetch.sha256,
+                        "SHA-256 or its first 8+ hex digits (default: the -<hex>. in a torchvision file name)");
+  fetch_app->add_option("--config", fetch.config, "Fetch this config's model.pretrained instead")
+      ->check(CLI::ExistingFile);
+  fetch_app->add_option("--set", fetch.overrides, "With --config: override a config key (repeatable)");
+  fetch_app->callback([&] { run = [&] { return run_fetch(fetch); }; });
+
   InfoArgs info;
   auto* info_app = app.add_subcommand("info", "Print versions, thread count, BLAS and CUDA availability");
   info_app->add_flag("--config-keys", info.config_keys, "Print every pipeline-config key (Markdown table) instead");

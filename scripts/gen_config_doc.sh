@@ -6,11 +6,12 @@ cd "$(dirname "$0")/.."
   cat <<'HEAD'
 # Pipeline config reference
 
-A config is YAML with six sections. Keys left out take the default. Paths in `*_input` and
-`train.fine_tune.checkpoint` are relative to the config file (a `--set` path is relative to the
-working directory). Unknown keys, wrong types and out-of-range values are errors naming the file,
-line and key. `--set a.b.c=value` overrides any key (value in YAML syntax: `--set
-model.aspect_ratios=[1.0,2.0]`). This table is generated: `detseg info --config-keys`.
+A config is YAML with six sections. Keys left out take the default. Paths in `*_input`,
+`train.fine_tune.checkpoint` and `model.pretrained` (unless it is a URL) are relative to the config
+file (a `--set` path is relative to the working directory). Unknown keys, wrong types and
+out-of-range values are errors naming the file, line and key. `--set a.b.c=value` overrides any
+key (value in YAML syntax: `--set model.aspect_ratios=[1.0,2.0]`). This table is generated:
+`detseg info --config-keys`.
 A key given with no value (`batch_size:`), a repeated key and an empty or over-long list are errors
 too; remove a key to keep its default.
 

@@ -18,7 +18,7 @@ peers=(torchvision==0.26.0 pycocotools==2.0.11 faster-coco-eval==1.8.0 onnx onnx
 packages=(
   build-essential cmake ninja-build ccache pkg-config python3-venv
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libpng-dev
-  libyaml-cpp-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev
+  libyaml-cpp-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 missing=()

@@ -13,6 +13,8 @@
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/hub/sha256.h"
+#include "detseg/hub/weights_cache.h"
 
 namespace detseg {
 namespace {
@@ -27,11 +29,25 @@ struct Check {
   bool is_path = false;             // resolved against the config file's folder
   size_t min_items = 0;             // lists: how many values
   size_t max_items = SIZE_MAX;
+  bool url_ok = false;              // with is_path: a URL ("scheme://...") is kept as it is
+  bool (*accepts)(const std::string&) = nullptr;  // strings: what else a non-empty value must pass
+  const char* expected = "";                      // and what it is, for the error
 };
 Check range(double lo, double hi = kInf) { return Check{lo, hi, {}, false}; }
 Check one_of(std::vector<std::string> names) { return Check{-kInf, kInf, std::move(names), false}; }
 Check path() { return Check{-kInf, kInf, {}, true}; }
 Check any() { return Check{}; }
+Check url_or_path() {
+  Check c = path();
+  c.url_ok = true;
+  return c;
+}
+Check sha256_prefix() {
+  Check c;
+  c.accepts = is_sha256_prefix;
+  c.expected = "8 to 64 hex digits (a SHA-256 or its start)";
+  return c;
+}
 // A list of `lo`..`hi` values, each passing `each`.
 Check items(size_t lo, size_t hi, Check each) {
   each.min_items = lo;
@@ -181,6 +197,14 @@ void visit_model(V& v, ModelConfig& c) {
           "Backbone network (RetinaNet; DeepLab: resnet*, mobilenet_v2, xception65)");
   v.field("efficientdet", c.efficientdet, one_of({"d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"}),
           "EfficientDet size: sets backbone, BiFPN width/depth and head depth per the paper");
+  v.field("pretrained", c.pretrained, url_or_path(),
+          "Backbone weights (torchvision's ImageNet .pth): a URL (http, https, file; downloaded once into "
+          "$DETSEG_HOME/weights, default ~/.cache/detseg/weights, resumed when cut) or a path; loaded when training "
+          "starts with no checkpoint in the model dir and no train.fine_tune.checkpoint (docs/pretrained.md); "
+          "empty: none");
+  v.field("pretrained_sha256", c.pretrained_sha256, sha256_prefix(),
+          "SHA-256 of model.pretrained, or its first 8+ hex digits; empty: the -<hex>. in a torchvision file name "
+          "(resnet50-0676ba61.pth), required for other URLs");
   v.field("image_size", c.image_size, range(32, 4096), "Square network input size in pixels (EfficientDet: a multiple of 2^max_level)");
   v.field("min_level", c.min_level, range(2, 7), "Lowest pyramid level");
   v.field("max_level", c.max_level, range(3, 8), "Highest pyramid level");
@@ -556,7 +580,8 @@ class Reader {
       for (const auto& name : check.one_of) ok = ok || name == out;
       if (!ok) fail(node, path, "one of " + join(check.one_of));
     }
-    if (check.is_path && !out.empty() && !overridden_.count(path) &&
+    if (check.accepts && !out.empty() && !check.accepts(out)) fail(node, path, check.expected);
+    if (check.is_path && !out.empty() && !overridden_.count(path) && !(check.url_ok && is_url(out)) &&
         std::filesystem::path(out).is_relative()) {
       std::string dir = std::filesystem::path(file_of(path)).parent_path().string();
       out = (std::filesystem::path(dir.empty() ? "." : dir) / out).lexically_normal().string();
@@ -693,7 +718,9 @@ class Documenter {
   }
   static std::string allowed(const Check& check) {
     if (!check.one_of.empty()) return join(check.one_of);
+    if (check.is_path && check.url_ok) return "URL, or path (relative to the config file)";
     if (check.is_path) return "path (relative to the config file)";
+    if (check.accepts) return check.expected;
     std::string r = describe_range(check);
     return r.empty() ? "" : r.substr(1);
   }
@@ -798,6 +825,12 @@ void check_consistency(const PipelineConfig& c) {
     DETSEG_CONFIG_CHECK(d == "auto" || d == "cpu" || d == "cuda" || cuda_index, at,
                         "device: expected auto, cpu, cuda or cuda:N, got '", d, "'");
   }
+  if (!c.model.pretrained.empty())
+    expected_sha256(c.model.pretrained, c.model.pretrained_sha256, at + "model.pretrained",
+                    at + "model.pretrained_sha256");
+  else
+    DETSEG_CONFIG_CHECK(c.model.pretrained_sha256.empty(), at,
+                        "model.pretrained_sha256 is set but model.pretrained is empty");
   if (c.train.schedule.type == "stepwise")
     DETSEG_CONFIG_CHECK(c.train.schedule.drop_steps.size() == 2, at,
                         "train.schedule.drop_steps: stepwise needs 2 steps (x0.1 and x0.01 drops)");

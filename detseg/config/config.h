@@ -105,6 +105,10 @@ struct ModelConfig {
   int64_t num_classes = 0;
   std::string backbone = "resnet50";
   std::string efficientdet = "d0";    // d0..d7 when type is efficientdet
+  // ImageNet weights for the backbone: a URL (downloaded once into the weights cache) or a path;
+  // empty: none. Checked against pretrained_sha256 (or the hash in a torchvision file name).
+  std::string pretrained;
+  std::string pretrained_sha256;      // a SHA-256 or its first 8+ hex digits
   int64_t image_size = 512;
   int64_t min_level = 3;
   int64_t max_level = 7;

@@ -20,6 +20,7 @@
 #include "detseg/engine/device.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
+#include "detseg/hub/weights_cache.h"
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
 #include "detseg/models/build.h"
@@ -117,6 +118,16 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
     if (should_fine_tune(ft, model_dir)) {
       FineTuneSummary summary = fine_tune_from_checkpoint(*model, ft);
       log_info("fine-tune from ", ft.checkpoint, ":\n", summary.to_string());
+      if (!config.model.pretrained.empty())
+        log_info("model.pretrained not used: train.fine_tune.checkpoint initialises the model");
+      if (ema) ema = std::make_unique<WeightEma>(*model, EmaOptions{t.moving_average_decay, true});
+    } else if (!config.model.pretrained.empty()) {
+      // Every rank fetches: the weights cache lets one process download while the others wait
+      // on its lock (no collective that could time out), then they all read the same file.
+      const std::string file = fetch_weights(config.model.pretrained, config.model.pretrained_sha256,
+                                             "model.pretrained", "model.pretrained_sha256");
+      FineTuneSummary summary = fine_tune_from_checkpoint(*model, pretrained_fine_tune_options(config, file));
+      log_info("pretrained backbone from ", file, ":\n", summary.to_string());
       if (ema) ema = std::make_unique<WeightEma>(*model, EmaOptions{t.moving_average_decay, true});
     }
   }

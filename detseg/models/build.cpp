@@ -166,6 +166,23 @@ std::string model_fine_tune_exclude(const PipelineConfig& config) {
   return out;
 }
 
+FineTuneOptions pretrained_fine_tune_options(const PipelineConfig& config, const std::string& file) {
+  FineTuneOptions o;
+  o.checkpoint = file;
+  o.type = "classification";
+  // Our backbones carry torchvision's names below their holder: RetinaNet and Faster/Mask R-CNN
+  // hold the ResNet as backbone.body (torchvision's detection layout, the FPN beside it in
+  // backbone.fpn); DeepLab and EfficientDet hold it as backbone itself.
+  const std::string& type = config.model.type;
+  const bool resnet_with_neck = type == "retinanet" || type == "faster_rcnn" || type == "mask_rcnn";
+  o.feature_extractor_pattern = resnet_with_neck ? R"(^backbone\.body\.)" : R"(^backbone\.)";
+  o.scope_map = {{o.feature_extractor_pattern, ""}};
+  // A file for another backbone must fail loudly, not leave half the backbone random.
+  o.skip_missing = false;
+  o.skip_mismatched = false;
+  return o;
+}
+
 std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
   if (m.type == "faster_rcnn" || m.type == "mask_rcnn") return build_faster_rcnn(config);

@@ -28,6 +28,13 @@ std::vector<GradientMultiplier> model_gradient_multipliers(const PipelineConfig&
 // (DeepLab's last layers when initialize_last_layer is false); empty when none.
 std::string model_fine_tune_exclude(const PipelineConfig& config);
 
+// How model.pretrained (a torchvision ImageNet state dict at `file`) loads into the backbone: a
+// classification fine-tune of the network torchvision's file holds (backbone.body.* for the
+// ResNet + FPN/C4 detectors, whose FPN stays as initialised; backbone.* for DeepLab and
+// EfficientDet) with that prefix removed to give torchvision's names, every one of those tensors
+// required with its shape.
+FineTuneOptions pretrained_fine_tune_options(const PipelineConfig& config, const std::string& file);
+
 // Whether the model trains on and predicts instance masks (mask_rcnn): the data pipeline then
 // carries them and evaluation adds COCO segm metrics.
 inline bool uses_instance_masks(const ModelConfig& model) { return model.type == "mask_rcnn"; }

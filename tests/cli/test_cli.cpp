@@ -31,14 +31,14 @@ std::string write_temp(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST(Cli, HelpForEverySubcommand) {
-  for (const char* sub : {"train", "eval", "predict", "coco-eval", "convert", "convert voc", "info", "plot"}) {
+  for (const char* sub : {"train", "eval", "predict", "coco-eval", "convert", "convert voc", "info", "plot", "fetch"}) {
     CliRun r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub << ": " << r.output;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << sub;
   }
   CliRun top = run("--help");
   EXPECT_EQ(top.code, 0);
-  for (const char* sub : {"train", "eval", "predict", "coco-eval", "convert", "info"})
+  for (const char* sub : {"train", "eval", "predict", "coco-eval", "convert", "info", "fetch"})
     EXPECT_NE(top.output.find(sub), std::string::npos) << sub;
 }
 

@@ -190,6 +190,37 @@ TEST(Config, FineTuneKeysFillTheFineTuneOptions) {
   EXPECT_EQ(error_of(yaml), "configs/x.yaml:8: train.fine_tune.scope_map[1]: expected \"ours=theirs\", got \"nomap\"");
 }
 
+// model.pretrained is a URL (kept as written) or a path (anchored at the config's folder); its
+// hash is checked at load time, with the key and line.
+TEST(Config, PretrainedUrlOrPathAndItsHash) {
+  const std::string url = "https://download.pytorch.org/models/resnet50-0676ba61.pth";
+  auto c = parse_config(std::string(kMinimal), "configs/x.yaml", {"model.pretrained=" + url});
+  EXPECT_EQ(c.model.pretrained, url);
+  EXPECT_EQ(c.model.pretrained_sha256, "");
+  std::string yaml = kMinimal;
+  yaml.insert(yaml.find("train:"), "  pretrained: " + url + "\n");
+  EXPECT_EQ(parse_config(yaml, "configs/x.yaml").model.pretrained, url);
+  EXPECT_EQ(parse_config(detseg::config_to_yaml(parse_config(yaml, "configs/x.yaml")), "/abs/r.yaml").model.pretrained,
+            url);
+  yaml = kMinimal;
+  yaml.insert(yaml.find("train:"), "  pretrained: weights/r50.pth\n  pretrained_sha256: 0676BA61\n");
+  c = parse_config(yaml, "configs/x.yaml");
+  EXPECT_EQ(c.model.pretrained, "configs/weights/r50.pth");
+  EXPECT_EQ(c.model.pretrained_sha256, "0676BA61");
+  yaml = kMinimal;
+  yaml.insert(yaml.find("train:"), "  pretrained: weights/r50.pth\n  pretrained_sha256: 0676ba6x\n");
+  EXPECT_EQ(error_of(yaml), "configs/x.yaml:4: model.pretrained_sha256: expected 8 to 64 hex digits (a SHA-256 or "
+                            "its start), got \"0676ba6x\"");
+  EXPECT_EQ(error_of(kMinimal, {"model.pretrained=https://example.org/weights.pth"}),
+            "configs/x.yaml: model.pretrained_sha256: required for https://example.org/weights.pth (its file name "
+            "carries no -<hash>. as torchvision's do): the file's SHA-256, or its first 8+ hex digits");
+  EXPECT_EQ(error_of(kMinimal, {"model.pretrained_sha256=0676ba61"}),
+            "configs/x.yaml: model.pretrained_sha256 is set but model.pretrained is empty");
+  EXPECT_EQ(error_of(kMinimal, {"model.pretrained=s3://bucket/resnet50-0676ba61.pth"}),
+            "configs/x.yaml: model.pretrained: s3://bucket/resnet50-0676ba61.pth: unsupported URL scheme 's3' (http, "
+            "https or file)");
+}
+
 TEST(Config, EmptyListsAreRefusedByTheirKey) {
   EXPECT_EQ(error_of(kMinimal, {"model.aspect_ratios=[]"}),
             "--set model.aspect_ratios: model.aspect_ratios: expected a list of 1 to 16 values, got 0");
