@@ -1,0 +1,54 @@
+// Implements: tests of the torch-free label-PNG decoder and label-value check (data/image_codec.h)
+// on CamVid and on tiny bad files; also built without LibTorch under the sanitizers (fuzz/).
+#include <gtest/gtest.h>
+
+#include <opencv2/imgcodecs.hpp>
+
+#include "data_test_files.h"
+#include "detseg/core/files.h"
+#include "detseg/data/image_codec.h"
+
+using namespace detseg;
+using detseg::datatest::error_of;
+
+namespace {
+std::string png_bytes(const cv::Mat& m) {
+  std::vector<uchar> buffer;
+  EXPECT_TRUE(cv::imencode(".png", m, buffer));
+  return std::string(buffer.begin(), buffer.end());
+}
+}  // namespace
+
+TEST(ImageCodec, DecodesCamVidAndRejectsWhatIsNoLabelMap) {
+  const std::string path = datatest::shared_data("camvid/CamVid/valannot/0016E5_07959.png");
+  LabelImage label = decode_label_png(read_file(path), path);
+  EXPECT_EQ(label.height, 360);
+  EXPECT_EQ(label.width, 480);
+  ASSERT_EQ(label.pixels.size(), 360u * 480u);
+  EXPECT_LE(*std::max_element(label.pixels.begin(), label.pixels.end()), 11);
+
+  std::string msg = error_of([&] { decode_label_png(png_bytes(cv::Mat::zeros(2, 2, CV_8UC3)), "rgb.png"); });
+  EXPECT_NE(msg.find("rgb.png: label map must be a single-channel 8-bit PNG"), std::string::npos) << msg;
+  msg = error_of([&] { decode_label_png(png_bytes(cv::Mat::zeros(2, 2, CV_16UC1)), "deep.png"); });
+  EXPECT_NE(msg.find("deep.png: label map must be a single-channel 8-bit PNG of class ids (or a palette PNG, as VOC's "
+                     "SegmentationClass), got PNG colour type 0 at 16 bits"),
+            std::string::npos) << msg;
+  for (const std::string& bad : {std::string(), std::string("\x89PNG\r\n\x1a\n", 8), std::string("not an image")}) {
+    msg = error_of([&] { decode_label_png(bad, "bad.png"); });
+    EXPECT_NE(msg.find("bad.png: cannot decode label map"), std::string::npos) << msg;
+  }
+}
+
+TEST(ImageCodec, ValuesMapVoidToIgnoreAndNameTheFirstBadPixel) {
+  LabelImage label{2, 3, {0, 1, 11, 255, 2, 3}};
+  LabelValues(4, {11}).apply(label, "x.png");
+  EXPECT_EQ(label.pixels, (std::vector<uint8_t>{0, 1, 255, 255, 2, 3}));
+  LabelImage bad{2, 3, {0, 1, 2, 3, 4, 0}};
+  const std::string msg = error_of([&] { LabelValues(4, {}).apply(bad, "y.png"); });
+  EXPECT_NE(msg.find("y.png: pixel value 4 at (x=1, y=1) is not a class id < 4 nor void/ignore"), std::string::npos) << msg;
+  LabelImage any{1, 2, {200, 7}};
+  LabelValues(0, {}).apply(any, "z.png");  // num_classes 0: any value
+  EXPECT_EQ(any.pixels, (std::vector<uint8_t>{200, 7}));
+  EXPECT_NE(error_of([] { LabelValues(4, {256}); }).find("void value must be in 0..255, got 256"), std::string::npos);
+  EXPECT_NE(error_of([] { LabelValues(4, {-1}); }).find("got -1"), std::string::npos);
+}
