@@ -234,6 +234,13 @@ void append_number(std::string& out, double v) {
 }  // namespace
 
 void append_json_string(std::string& out, const std::string& s) {
+  // JSON text is UTF-8 and simdjson refuses anything else, so a string that is not (a class name
+  // from a Latin-1 label map file, say) is an error here instead of a file that does not read back.
+  if (!is_valid_utf8(s)) {
+    std::string shown;
+    for (unsigned char c : s) shown += c >= 0x20 && c < 0x7F ? std::string(1, static_cast<char>(c)) : str("\\x", std::hex, int(c));
+    throw Error(str("cannot write \"", shown, "\" to JSON: not valid UTF-8"));
+  }
   out.push_back('"');
   for (char c : s) {
     switch (c) {
