@@ -115,8 +115,17 @@ void check_image_size(const std::string& bytes, const std::string& name) {
                " (max_image_pixels in the config; a header claiming this is also how decompression bombs look)");
 }
 
+ImageFormat image_format(const std::string& b) {
+  if (is_jpeg(b)) return ImageFormat::kJpeg;
+  if (is_png(b)) return ImageFormat::kPng;
+  if (b.compare(0, 2, "BM") == 0) return ImageFormat::kBmp;
+  if (b.size() >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6') return ImageFormat::kPnm;
+  return ImageFormat::kOther;
+}
+
 void check_encoded_image(const std::string& bytes, const std::string& name) {
   DETSEG_CHECK(!bytes.empty(), name, ": image file is empty");
+  DETSEG_CHECK(image_format(bytes) != ImageFormat::kOther, name, ": cannot decode image (not a JPEG, PNG, BMP or PNM file)");
   check_image_size(bytes, name);
   if (is_jpeg(bytes)) DETSEG_CHECK(jpeg_has_end_marker(bytes), name, ": corrupt JPEG (truncated: no end-of-image marker)");
 }
@@ -129,6 +138,7 @@ void set_max_image_pixels(int64_t pixels) {
 int64_t max_image_pixels() { return g_max_image_pixels.load(); }
 
 LabelImage decode_label_png(const std::string& bytes, const std::string& path) {
+  DETSEG_CHECK(image_format(bytes) != ImageFormat::kOther, path, ": cannot decode label map (not a PNG)");
   check_image_size(bytes, path);
   if (is_png(bytes)) {
     PngSamples png;

@@ -20,10 +20,18 @@ constexpr int64_t kDefaultMaxImagePixels = 178956970;
 void set_max_image_pixels(int64_t pixels);
 int64_t max_image_pixels();
 
+// The encoded formats detseg reads, told by their first bytes: those whose header size is checked
+// (image_header.h). Only they reach cv::imdecode, which would otherwise hand bytes to whichever of
+// OpenCV's decoders claims them, and some abort the process on malformed input (Debian's OpenCV
+// reads DICOM through GDCM, which asserts).
+enum class ImageFormat { kOther, kJpeg, kPng, kBmp, kPnm };
+ImageFormat image_format(const std::string& bytes);
+
 // Throws Error naming `name` when the header claims more than max_image_pixels() pixels.
 void check_image_size(const std::string& bytes, const std::string& name);
 
-// What decode_image checks before decoding: bytes present, the size above, a JPEG's end marker.
+// What decode_image checks before decoding: bytes present and of a format above, the size, a
+// JPEG's end marker.
 void check_encoded_image(const std::string& bytes, const std::string& name);
 
 // A decoded label map: height x width class ids, row-major.
@@ -34,8 +42,8 @@ struct LabelImage {
 };
 
 // Decodes a label map file's bytes (what image_io.h's read_label_png reads): PNGs with libpng, so
-// a palette PNG gives its indices; other formats through OpenCV. Throws Error naming `name` when
-// the bytes are no image, the header claims too many pixels, or the image is not one 8-bit channel
+// a palette PNG gives its indices; the other formats above through OpenCV. Throws Error naming
+// `name` when the bytes are no image of those formats, the header claims too many pixels, or the image is not one 8-bit channel
 // (a colour or 16-bit PNG is a common mistake).
 LabelImage decode_label_png(const std::string& bytes, const std::string& name);
 
