@@ -52,3 +52,18 @@ TEST(ImageCodec, ValuesMapVoidToIgnoreAndNameTheFirstBadPixel) {
   EXPECT_NE(error_of([] { LabelValues(4, {256}); }).find("void value must be in 0..255, got 256"), std::string::npos);
   EXPECT_NE(error_of([] { LabelValues(4, {-1}); }).find("got -1"), std::string::npos);
 }
+
+// Found by fuzz_seg_png: bytes with "DICM" at offset 128 made cv::imdecode pick Debian OpenCV's
+// DICOM decoder, whose GDCM asserts (aborts the process) on a malformed file. Only PNG (labels) and
+// JPEG/PNG (images, image_io.cpp) reach OpenCV now. Reproducer: fuzz/regressions/seg_png/.
+TEST(ImageCodec, OnlyJpegAndPngReachOpenCv) {
+  const std::string dicom = std::string(128, '?') + "DICM" + std::string("\x02\x00\x00\x00\x26\x00\x00\x00\x00\x44", 10) +
+                            std::string(40, '\0');
+  EXPECT_EQ(image_format(dicom), ImageFormat::kOther);
+  const std::string msg = error_of([&] { decode_label_png(dicom, "scan.png"); });
+  EXPECT_NE(msg.find("scan.png: cannot decode label map (not a PNG)"), std::string::npos) << msg;
+  EXPECT_EQ(image_format(std::string("\xFF\xD8\xFF\xE0", 4)), ImageFormat::kJpeg);
+  EXPECT_EQ(image_format(std::string("\x89PNG\r\n\x1a\n", 8)), ImageFormat::kPng);
+  EXPECT_EQ(image_format(std::string("\x89PNG", 4)), ImageFormat::kOther);
+  EXPECT_EQ(image_format("BM...."), ImageFormat::kOther);
+}
