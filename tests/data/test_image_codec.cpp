@@ -55,8 +55,8 @@ TEST(ImageCodec, ValuesMapVoidToIgnoreAndNameTheFirstBadPixel) {
 
 // Found by fuzz_seg_png: bytes with "DICM" at offset 128 made cv::imdecode pick Debian OpenCV's
 // DICOM decoder, whose GDCM asserts (aborts the process) on a malformed file. Only PNG (labels) and
-// JPEG/PNG (images, image_io.cpp) reach OpenCV now. Reproducer: fuzz/regressions/seg_png/.
-TEST(ImageCodec, OnlyJpegAndPngReachOpenCv) {
+// JPEG/PNG/BMP/PNM (images) reach OpenCV now. Reproducer: fuzz/regressions/seg_png/.
+TEST(ImageCodec, OnlyFormatsWithCheckedHeadersReachOpenCv) {
   const std::string dicom = std::string(128, '?') + "DICM" + std::string("\x02\x00\x00\x00\x26\x00\x00\x00\x00\x44", 10) +
                             std::string(40, '\0');
   EXPECT_EQ(image_format(dicom), ImageFormat::kOther);
@@ -65,5 +65,9 @@ TEST(ImageCodec, OnlyJpegAndPngReachOpenCv) {
   EXPECT_EQ(image_format(std::string("\xFF\xD8\xFF\xE0", 4)), ImageFormat::kJpeg);
   EXPECT_EQ(image_format(std::string("\x89PNG\r\n\x1a\n", 8)), ImageFormat::kPng);
   EXPECT_EQ(image_format(std::string("\x89PNG", 4)), ImageFormat::kOther);
-  EXPECT_EQ(image_format("BM...."), ImageFormat::kOther);
+  EXPECT_EQ(image_format("BM...."), ImageFormat::kBmp);
+  EXPECT_EQ(image_format("P6\n1 1\n255\n"), ImageFormat::kPnm);
+  EXPECT_EQ(image_format("GIF89a"), ImageFormat::kOther);
+  EXPECT_NE(error_of([&] { check_encoded_image(dicom, "scan.jpg"); }).find("scan.jpg: cannot decode image (not a JPEG, PNG, BMP or PNM file)"),
+            std::string::npos);
 }
