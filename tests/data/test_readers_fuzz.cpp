@@ -1,0 +1,43 @@
+// Implements: regression tests for inputs the VOC fuzzer found (fuzz/fuzz_voc_xml.cpp; reproducers
+// in fuzz/regressions/voc_xml/): what `detseg convert voc` writes must read back, or fail cleanly.
+// (Its Latin-1 class name and "&#233;" findings are tested in test_readers.cpp, Voc*Utf8*.)
+#include <gtest/gtest.h>
+
+#include "data_test_files.h"
+#include "detseg/core/files.h"
+#include "detseg/data/readers/coco.h"
+#include "detseg/data/readers/label_map.h"
+#include "detseg/data/readers/voc.h"
+
+using namespace detseg;
+using detseg::datatest::error_of;
+
+// A class name holding a byte that is not UTF-8 (a Latin-1 "é") was written into the COCO JSON
+// as is, and simdjson then refused the whole file. The VOC reader now refuses such names; the
+// writer refuses such a string from any source (a label map file, say).
+TEST(ReadersFuzz, JsonWriterRefusesStringsThatAreNotUtf8) {
+  const std::string dir = datatest::temp_dir("readers_fuzz_utf8");
+  CocoDataset d;
+  d.images.push_back({1, "a.jpg", 4, 4});
+  d.categories.push_back({1, "caf\xe9", ""});
+  const std::string msg = error_of([&] { write_coco(d, dir + "/out.json"); });
+  EXPECT_EQ(msg, "cannot write \"caf\\xe9\" to JSON: not valid UTF-8");
+  EXPECT_FALSE(file_exists(dir + "/out.json"));
+  for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82", "\xff"}) {
+    d.categories[0].name = bad;  // overlong, surrogate, past U+10FFFF, truncated, never UTF-8
+    EXPECT_NE(error_of([&] { write_coco(d, dir + "/out.json"); }).find("not valid UTF-8"), std::string::npos) << bad;
+  }
+  d.categories[0].name = "caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x90\x9f";  // é, 中, a fish: fine
+  write_coco(d, dir + "/out.json");
+  EXPECT_EQ(read_coco(dir + "/out.json").categories[0].name, d.categories[0].name);
+}
+
+// An id past int64 threw std::out_of_range from std::stoll, which nothing catches (`detseg convert
+// voc --label-map` died on std::terminate).
+TEST(ReadersFuzz, LabelMapIdsPastInt64AreAnError) {
+  std::string msg = error_of([] { parse_label_map("1 RBC\n99999999999999999999 WBC\n", "labels.txt"); });
+  EXPECT_EQ(msg, "labels.txt:2: label map id 99999999999999999999 is out of range");
+  msg = error_of([] { parse_label_map("item {\n  id: 99999999999999999999\n  name: 'RBC'\n}\n", "labels.pbtxt"); });
+  EXPECT_EQ(msg, "labels.pbtxt:2: label map id 99999999999999999999 is out of range");
+  EXPECT_EQ(parse_label_map("9223372036854775807 RBC\n", "labels.txt").entries[0].id, INT64_MAX);
+}
