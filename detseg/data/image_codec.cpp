@@ -110,9 +110,13 @@ void check_image_size(const std::string& bytes, const std::string& name) {
   int64_t width = 0, height = 0;
   if (!image_header_size(bytes, width, height)) return;
   const int64_t limit = g_max_image_pixels.load();
-  DETSEG_CHECK(width <= limit && height <= limit && width * height <= limit, name, ": image is ", width, "x", height,
-               " = ", width * height, " pixels, above the limit of ", limit,
-               " (max_image_pixels in the config; a header claiming this is also how decompression bombs look)");
+  // Headers claim up to 2^32 (PNG) or 2^40 (PNM) a side: width * height can pass int64, so the
+  // check divides and the message multiplies in double.
+  if (width <= limit && height <= limit && (width == 0 || height <= limit / width)) return;
+  const double pixels = static_cast<double>(width) * static_cast<double>(height);
+  throw Error(str(name, ": image is ", width, "x", height, " = ",
+                  pixels < 9e18 ? str(static_cast<int64_t>(pixels)) : str(pixels), " pixels, above the limit of ",
+                  limit, " (max_image_pixels in the config; a header claiming this is also how decompression bombs look)"));
 }
 
 ImageFormat image_format(const std::string& b) {
