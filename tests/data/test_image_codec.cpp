@@ -71,3 +71,22 @@ TEST(ImageCodec, OnlyFormatsWithCheckedHeadersReachOpenCv) {
   EXPECT_NE(error_of([&] { check_encoded_image(dicom, "scan.jpg"); }).find("scan.jpg: cannot decode image (not a JPEG, PNG, BMP or PNM file)"),
             std::string::npos);
 }
+
+// Found by fuzz_seg_png and fuzz_image: a PNG header claiming 4294967295 x 4294967295 made the
+// size check compute width * height in int64 (signed overflow, UBSan). Reproducers:
+// fuzz/regressions/seg_png/png_size_overflow, fuzz/regressions/image/png_size_overflow.
+TEST(ImageCodec, HugeHeaderSizesDoNotOverflow) {
+  std::string png("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\xff\xff\xff\xff\xff\xff\xff\xff\x08\x00\0\0\0", 29);
+  png += std::string(16, '\0');
+  std::string msg = error_of([&] { check_image_size(png, "huge.png"); });
+  EXPECT_NE(msg.find("huge.png: image is 4294967295x4294967295 = 1.84467e+19 pixels, above the limit of 178956970"),
+            std::string::npos) << msg;
+  EXPECT_NE(error_of([&] { decode_label_png(png, "huge.png"); }).find("above the limit"), std::string::npos);
+  // Each side within a large limit, the product far past int64.
+  set_max_image_pixels(int64_t(1) << 40);
+  msg = error_of([&] { check_image_size(png, "huge.png"); });
+  set_max_image_pixels(kDefaultMaxImagePixels);
+  EXPECT_NE(msg.find("above the limit of 1099511627776"), std::string::npos) << msg;
+  const std::string pnm = "P5 99999999999999 99999999999999 255 ";
+  EXPECT_NE(error_of([&] { check_image_size(pnm, "huge.pgm"); }).find("huge.pgm: image is "), std::string::npos);
+}
