@@ -25,3 +25,12 @@ TEST(ConfigFuzz, SetOnAScalarDocument) {
   EXPECT_EQ(config_error("just a scalar", {"model.num_classes=3"}),
             "configs/x.yaml:1: expected a mapping of keys (model:, train:, ...) at the top level, got \"just a scalar\"");
 }
+
+// A key that is a list or mapping threw yaml-cpp's TypedBadConversion when the reader turned keys
+// into names. Reproducers: fuzz/regressions/config_yaml/{list,mapping}_as_a_key.
+TEST(ConfigFuzz, KeysThatAreNoNames) {
+  EXPECT_EQ(config_error("[a, b]: 1\n"), "configs/x.yaml:1: the top level: expected key names, got a list as a key");
+  EXPECT_EQ(config_error("? \xbf\x91:"), "configs/x.yaml:1: the top level: expected key names, got a mapping as a key");
+  EXPECT_EQ(config_error("model:\n  num_classes: 3\n  {x: 1}: 2\n"),
+            "configs/x.yaml:3: model: expected key names, got a mapping as a key");
+}
