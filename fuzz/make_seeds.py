@@ -150,6 +150,29 @@ def png_seeds(out, shared):
     write(out, "seg_png", "rgb.png", b"\x00\xff" + png(2, 1, 8, 2, [b"\x01\x02\x03\x04\x05\x06"]))
 
 
+def bmp(width, height):
+    row = (b"\x10\x20\x30" * width).ljust((3 * width + 3) // 4 * 4, b"\x00")
+    pixels = row * height
+    header = b"BM" + struct.pack("<IHHI", 54 + len(pixels), 0, 0, 54)
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 24, 0, len(pixels), 2835, 2835, 0, 0)
+    return header + info + pixels
+
+
+def image_seeds(out, shared):
+    folder = os.path.join(shared, "data/bccd/BCCD/JPEGImages")
+    by_size = sorted(os.listdir(folder), key=lambda n: os.path.getsize(os.path.join(folder, n)))
+    for n in by_size[:2]:
+        write(out, "image", n, open(os.path.join(folder, n), "rb").read())
+    rgb = [bytes((x * 40 + y * 7 + c * 90) % 256 for x in range(6) for c in range(3)) for y in range(4)]
+    write(out, "image", "rgb.png", png(6, 4, 8, 2, rgb))
+    write(out, "image", "rgba16.png", png(2, 2, 16, 6, [b"\x00\x01" * 8] * 2))
+    write(out, "image", "gray_alpha.png", png(3, 2, 8, 4, [b"\x10\xff" * 3] * 2))
+    write(out, "image", "bottom_up.bmp", bmp(5, 3))
+    write(out, "image", "p6.ppm", b"P6\n# seed\n3 2\n255\n" + bytes(range(18)))
+    write(out, "image", "p5.pgm", b"P5 4 1 255 " + b"\x00\x40\x80\xff")
+    write(out, "image", "p1.pbm", b"P1\n5 2\n1 0 1 0 1\n0 1 0 1 0\n")
+
+
 def main():
     out, root, shared = sys.argv[1:4]
     os.makedirs(os.path.join(out, "dict"), exist_ok=True)
@@ -157,6 +180,7 @@ def main():
     voc_seeds(out, shared)
     config_seeds(out, root)
     png_seeds(out, shared)
+    image_seeds(out, shared)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 #     --seconds N    fuzz each harness N seconds (default 30; 0: only replay reproducers and seeds)
 #     --keep-going   fork mode: a crash is saved and fuzzing goes on (-ignore_crashes), to collect
 #                    several findings in one long run
-#     harness        coco_gt coco_eval_pair voc_xml config_yaml seg_png (default: all)
+#     harness        coco_gt coco_eval_pair voc_xml config_yaml seg_png image (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,13 +23,15 @@ while (($#)); do
     *) harnesses+=("$1"); shift ;;
   esac
 done
-((${#harnesses[@]})) || harnesses=(coco_gt coco_eval_pair voc_xml config_yaml seg_png)
+((${#harnesses[@]})) || harnesses=(coco_gt coco_eval_pair voc_xml config_yaml seg_png image)
 
 # Inputs larger than these add bytes, not code paths; the seeds fit.
-declare -A max_len=([coco_gt]=16384 [coco_eval_pair]=32768 [voc_xml]=8192 [config_yaml]=8192 [seg_png]=16384)
+declare -A max_len=([coco_gt]=16384 [coco_eval_pair]=32768 [voc_xml]=8192 [config_yaml]=8192 [seg_png]=16384
+                  [image]=32768)
 # libFuzzer takes one dictionary: the format's tokens (fuzz/dict/), plus every config key.
 declare -A dicts=([coco_gt]=fuzz/dict/json.dict [coco_eval_pair]=fuzz/dict/json.dict [voc_xml]=fuzz/dict/xml.dict
-                  [config_yaml]="fuzz/dict/yaml.dict $build/dict/config_keys.dict" [seg_png]=fuzz/dict/png.dict)
+                  [config_yaml]="fuzz/dict/yaml.dict $build/dict/config_keys.dict" [seg_png]=fuzz/dict/png.dict
+                  [image]=fuzz/dict/image.dict)
 
 start=$SECONDS
 bash scripts/build_sanitized.sh fuzzers
