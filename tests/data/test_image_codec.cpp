@@ -90,3 +90,20 @@ TEST(ImageCodec, HugeHeaderSizesDoNotOverflow) {
   const std::string pnm = "P5 99999999999999 99999999999999 255 ";
   EXPECT_NE(error_of([&] { check_image_size(pnm, "huge.pgm"); }).find("huge.pgm: image is "), std::string::npos);
 }
+
+// Found by fuzz_image: "P5 4#9\n1 255 ..." was read as 4x1 (the "#9" a comment) but OpenCV
+// decodes 4x9 (the character after a number is its delimiter), so the size limit checked another
+// size than the one decoded. Reproducer: fuzz/regressions/image/pnm_comment_after_number.
+TEST(ImageCodec, PnmHeaderSizeIsTheDecodedSize) {
+  int64_t w = 0, h = 0;
+  ASSERT_TRUE(image_header_size(std::string("P5 4#9\n1 255 ") + std::string(32, 'x'), w, h));
+  EXPECT_EQ(w, 4);
+  EXPECT_EQ(h, 9);
+  ASSERT_TRUE(image_header_size("P6\n# comment\r12 34\n255\n", w, h));
+  EXPECT_EQ(w, 12);
+  EXPECT_EQ(h, 34);
+  ASSERT_TRUE(image_header_size("P5 123456789012345678901234567890 2 255 ", w, h));
+  EXPECT_EQ(w, int64_t(1) << 40);  // saturated, not wrapped, and the next number is the height
+  EXPECT_EQ(h, 2);
+  EXPECT_FALSE(image_header_size("P5 x 2", w, h));
+}
