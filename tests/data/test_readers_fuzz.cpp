@@ -41,3 +41,18 @@ TEST(ReadersFuzz, LabelMapIdsPastInt64AreAnError) {
   EXPECT_EQ(msg, "labels.pbtxt:2: label map id 99999999999999999999 is out of range");
   EXPECT_EQ(parse_label_map("9223372036854775807 RBC\n", "labels.txt").entries[0].id, INT64_MAX);
 }
+
+// <width>9.2e21</width> was cast from double to int64: undefined behaviour (UBSan), in practice
+// a negative or garbage width. Reproducer: fuzz/regressions/voc_xml/width_past_int64.
+TEST(ReadersFuzz, VocImageSizePastInt64IsAnError) {
+  const std::string dir = datatest::temp_dir("readers_fuzz_voc_size");
+  std::filesystem::create_directories(dir + "/Annotations");
+  write_file_atomic(dir + "/Annotations/a.xml",
+                    read_file(std::string(DETSEG_SOURCE_DIR) + "/fuzz/regressions/voc_xml/width_past_int64"));
+  VocOptions options;
+  options.check_images = false;
+  const std::string msg = error_of([&] { read_voc(dir, options); });
+  EXPECT_NE(msg.find("a.xml:1: image size 9.22337e+21x480 is out of range"), std::string::npos) << msg;
+  write_file_atomic(dir + "/Annotations/a.xml", "<annotation><size><width>0.5</width><height>4</height></size></annotation>");
+  EXPECT_NE(error_of([&] { read_voc(dir, options); }).find("image size must be positive, got 0.5x4"), std::string::npos);
+}
