@@ -173,6 +173,56 @@ def image_seeds(out, shared):
     write(out, "image", "p1.pbm", b"P1\n5 2\n1 0 1 0 1\n0 1 0 1 0\n")
 
 
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def torch_seeds(out, root):
+    """Seeds of the LibTorch readers' harnesses (fuzz_pth, fuzz_safetensors, fuzz_checkpoint)."""
+    import zipfile
+    folder = os.path.join(root, "tests/fixtures/pth")
+    for n in sorted(os.listdir(folder)):
+        data = open(os.path.join(folder, n), "rb").read()
+        write(out, "pth", n, data)
+        with zipfile.ZipFile(os.path.join(folder, n)) as z:  # the pickle alone: the harness wraps it
+            pkl = [x for x in z.namelist() if x.endswith("/data.pkl")]
+            if pkl:
+                write(out, "pth", n + ".pkl", z.read(pkl[0]))
+    tensors = [("conv.weight", "F32", [2, 1, 1, 1], struct.pack("<2f", 0.5, -1.0)),
+               ("conv.bias", "F16", [2], b"\x00\x3c\x00\xc0"), ("step", "I64", [], struct.pack("<q", 7)),
+               ("mask", "BOOL", [3], b"\x01\x00\x01"), ("empty", "BF16", [0, 4], b"")]
+    header, data = {"__metadata__": {"format": "pt", "source": "seed"}}, b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    write(out, "safetensors", "small.safetensors", struct.pack("<Q", len(text)) + text + data)
+    text = json.dumps({k: v for k, v in header.items() if k != "__metadata__"}).encode() + b"  "
+    write(out, "safetensors", "padded.safetensors", struct.pack("<Q", len(text)) + text + data)
+    # .dsckpt (detseg/train/checkpoint.cpp): magic, version, reserved, header length, JSON header,
+    # payload, "DSCKEND\0" + CRC32C of everything before the footer.
+    entries = {"model": [], "ema": [], "rng": [], "loop": []}
+    payload = b""
+    for section, name, dtype, shape, raw in [("model", "fc.weight", "f32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)),
+                                             ("model", "fc.bias", "f32", [2], struct.pack("<2f", 0, 1)),
+                                             ("rng", "cpu", "u8", [5], b"\x01\x02\x03\x04\x05"),
+                                             ("loop", "loss_scale", "f64", [], struct.pack("<d", 65536.0))]:
+        entries[section].append([name, dtype, shape, len(payload), len(raw)])
+        payload += raw
+    optimizer = b"opt-state"
+    header = {"step": 12, "metadata": {"model_type": "retinanet", "class_names": ["a", "b"]},
+              "tensors": entries, "blobs": {"optimizer": [len(payload), len(optimizer)]},
+              "payload_bytes": len(payload) + len(optimizer)}
+    text = json.dumps(header).encode()
+    body = b"DSEGCKPT" + struct.pack("<IIQ", 1, 0, len(text)) + text + payload + optimizer
+    write(out, "checkpoint", "small.dsckpt", body + b"DSCKEND\0" + struct.pack("<I", crc32c(body)))
+
+
 def main():
     out, root, shared = sys.argv[1:4]
     os.makedirs(os.path.join(out, "dict"), exist_ok=True)
@@ -181,6 +231,7 @@ def main():
     config_seeds(out, root)
     png_seeds(out, shared)
     image_seeds(out, shared)
+    torch_seeds(out, root)
 
 
 if __name__ == "__main__":
