@@ -3,8 +3,9 @@
 # `detseg` front; the label-PNG decoder) with clang's AddressSanitizer + UndefinedBehaviorSanitizer
 # into build-fuzz/ and runs the torch-free test programs there: san_test_config (tests/config),
 # san_test_eval (tests/eval, with `detseg coco-eval` run as a sanitized process), san_test_core
-# (tests/core/test_files.cpp), san_test_data (tests/data: the reader and label-PNG tests). Any
-# sanitizer report fails the run. No LibTorch needed. See docs/fuzzing.md.
+# (tests/core/test_files.cpp), san_test_data (tests/data: the reader and label-PNG tests),
+# san_test_hub (tests/hub: the weights download and cache). Any sanitizer report fails the run.
+# No LibTorch needed. See docs/fuzzing.md.
 #   scripts/sanitize.sh [ctest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
