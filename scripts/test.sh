@@ -2,8 +2,8 @@
 # The test command: sets everything up on a fresh Debian 12 machine, builds, runs every test.
 #   scripts/test.sh [ctest args...]     e.g. scripts/test.sh -R Coco
 # Without ctest arguments it then runs the hostile-input checks (docs/fuzzing.md): the torch-free
-# code's tests under ASan+UBSan, and a short run of every fuzz harness (its saved reproducers,
-# its seeds, 20 s of fuzzing); together a few minutes on 2 cores.
+# code's tests under ASan+UBSan, and a short run of every torch-free fuzz harness (its saved
+# reproducers, its seeds, 20 s of fuzzing); together a few minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --peers
