@@ -150,8 +150,11 @@ void get_segmentation(element value, const FieldPath& at, CocoSegmentation& out)
   }
   uint64_t total = 0;
   for (uint32_t c : out.rle.counts) total += c;
-  if (total != static_cast<uint64_t>(hw[0] * hw[1]))
-    at.fail("segmentation.counts", str("counts sum to ", total, ", not height*width = ", hw[0] * hw[1]));
+  // Each side can be near 2^63, so the product is taken in 128 bits (it overflowed int64).
+  const unsigned __int128 area = static_cast<unsigned __int128>(hw[0]) * static_cast<uint64_t>(hw[1]);
+  if (total != area)
+    at.fail("segmentation.counts", str("counts sum to ", total, ", not height*width = ",
+                                       area <= UINT64_MAX ? str(static_cast<uint64_t>(area)) : str(hw[0], "*", hw[1])));
 }
 
 // The list under `key`, or an empty list when an optional key is absent. (A default-constructed
