@@ -56,3 +56,17 @@ TEST(CocoReaderFuzz, IdsAboveInt64AreAnError) {
                                           "bbox": [0, 0, 1, 1]}]})"),
             "annotations[0].id: integer 18446744073709551615 is out of range");
 }
+
+// An RLE "size" of [4809007199254740993, 640] made height*width overflow int64 (UBSan) when its
+// counts were checked against it. Found by fuzz_coco_eval_pair.
+TEST(CocoReaderFuzz, HugeRleSizesDoNotOverflow) {
+  const std::string images = R"({"images": [{"id": 1, "width": 4, "height": 4}], "categories": [{"id": 1}],
+                                 "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1],
+                                 "segmentation": {"size": )";
+  EXPECT_EQ(error_of(images + R"([4809007199254740993, 640], "counts": [1, 2]}}]})"),
+            "annotations[0].segmentation.counts: counts sum to 3, not height*width = 4809007199254740993*640");
+  EXPECT_EQ(error_of(images + R"([4294967296, 4294967296], "counts": [1, 2]}}]})"),
+            "annotations[0].segmentation.counts: counts sum to 3, not height*width = 4294967296*4294967296");
+  EXPECT_EQ(error_of(images + R"([2, 3], "counts": [1, 2]}}]})"),
+            "annotations[0].segmentation.counts: counts sum to 3, not height*width = 6");
+}
