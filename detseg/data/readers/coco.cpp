@@ -235,7 +235,11 @@ void append_number(std::string& out, double v) {
     return;
   }
   DETSEG_CHECK(std::isfinite(v), "cannot write ", v, " to JSON");
-  auto r = std::to_chars(buffer, buffer + sizeof(buffer), v);  // shortest form that reads back exactly
+  // The shortest form that reads back exactly; from 1e15 on always with an exponent: the plain
+  // shortest form may spell a whole number in digits ("3333333333333333508096"), which JSON
+  // readers take as an integer too large for 64 bits and refuse.
+  auto r = std::fabs(v) >= 1e15 ? std::to_chars(buffer, buffer + sizeof(buffer), v, std::chars_format::scientific)
+                                : std::to_chars(buffer, buffer + sizeof(buffer), v);
   out.append(buffer, r.ptr);
 }
 
