@@ -56,3 +56,23 @@ TEST(ReadersFuzz, VocImageSizePastInt64IsAnError) {
   write_file_atomic(dir + "/Annotations/a.xml", "<annotation><size><width>0.5</width><height>4</height></size></annotation>");
   EXPECT_NE(error_of([&] { read_voc(dir, options); }).find("image size must be positive, got 0.5x4"), std::string::npos);
 }
+
+// <ymax>3333333333333333333176</ymax> gave a box height of 3.3e21, which write_coco spelt as 22
+// digits; reading the converted file back refused it as an integer past 64 bits. Reproducer:
+// fuzz/regressions/voc_xml/huge_whole_coordinate.
+TEST(ReadersFuzz, HugeWholeNumbersReadBack) {
+  const std::string dir = datatest::temp_dir("readers_fuzz_huge_number");
+  CocoDataset d;
+  d.images.push_back({1, "a.jpg", 4, 4});
+  d.categories.push_back({1, "a", ""});
+  CocoAnnotation a;
+  a.id = a.image_id = a.category_id = 1;
+  a.bbox[1] = 89;
+  a.bbox[3] = 3333333333333333333176.0 - 89;
+  a.area = 1e300;
+  d.annotations.push_back(a);
+  write_coco(d, dir + "/out.json");
+  const CocoDataset back = read_coco(dir + "/out.json");
+  EXPECT_EQ(back.annotations[0].bbox[3], a.bbox[3]);
+  EXPECT_EQ(back.annotations[0].area, 1e300);
+}
