@@ -5,6 +5,7 @@
 #include <png.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -123,7 +124,10 @@ ImageFormat image_format(const std::string& b) {
   if (is_jpeg(b)) return ImageFormat::kJpeg;
   if (is_png(b)) return ImageFormat::kPng;
   if (b.compare(0, 2, "BM") == 0) return ImageFormat::kBmp;
-  if (b.size() >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6') return ImageFormat::kPnm;
+  // As OpenCV's PNM decoder claims a file (whitespace after "P1".."P6"): "P1" + anything else went
+  // on to the decoders after it, DICOM's among them.
+  if (b.size() >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6' && std::isspace(static_cast<unsigned char>(b[2])))
+    return ImageFormat::kPnm;
   return ImageFormat::kOther;
 }
 
