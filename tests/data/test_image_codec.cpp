@@ -107,3 +107,18 @@ TEST(ImageCodec, PnmHeaderSizeIsTheDecodedSize) {
   EXPECT_EQ(h, 2);
   EXPECT_FALSE(image_header_size("P5 x 2", w, h));
 }
+
+// Found by fuzz_image and fuzz_seg_png after the fix above: "P1" followed by no whitespace passed
+// as PNM here, but OpenCV's PNM decoder wants whitespace there, so the bytes went on to the DICOM
+// decoder (DICM at offset 128) and GDCM aborted. Reproducers:
+// fuzz/regressions/{image,seg_png}/pnm_magic_without_whitespace_then_dicom.
+TEST(ImageCodec, PnmIsWhatOpenCvTakesForPnm) {
+  const std::string fake = std::string("P1\x89PNG\r", 7) + std::string(121, '\xff') + "DICM\n";
+  EXPECT_EQ(image_format(fake), ImageFormat::kOther);
+  EXPECT_NE(error_of([&] { check_encoded_image(fake, "x.pbm"); }).find("not a JPEG, PNG, BMP or PNM file"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { decode_label_png(fake, "x.png"); }).find("cannot decode label map (not a PNG)"),
+            std::string::npos);
+  EXPECT_EQ(image_format("P1 4 1\n0 1 0 1\n"), ImageFormat::kPnm);
+  EXPECT_EQ(image_format("P5\t4 1 255 "), ImageFormat::kPnm);
+}
