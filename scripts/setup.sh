@@ -20,6 +20,7 @@ packages=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libpng-dev
   libyaml-cpp-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang llvm libclang-rt-dev  # the sanitizer build and libFuzzer (scripts/sanitize.sh, scripts/fuzz.sh)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -762,8 +762,14 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& source, co
   if (!node.IsMap()) return;
   std::map<std::string, int> first_line;
   for (const auto& item : node) {
-    const std::string key = item.first.IsScalar() ? item.first.Scalar() : "?";
     const int line = item.first.Mark().line + 1;
+    // A key that is a list or mapping ("[a, b]: 1", "? {a: 1}") names no setting, and converting
+    // it to a string later threw yaml-cpp's own exception past every handler.
+    if (!item.first.IsScalar()) {
+      const std::string at = prefix.empty() ? "the top level" : prefix.substr(0, prefix.size() - (prefix.back() == '.'));
+      throw ConfigError(location(source, line) + at + ": expected key names, got " + quoted(item.first) + " as a key");
+    }
+    const std::string key = item.first.Scalar();
     auto [it, fresh] = first_line.emplace(key, line);
     if (!fresh)
       throw ConfigError(location(source, line) + prefix + key + ": duplicate key (first set at line " +

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "detseg/core/error.h"
 
@@ -22,7 +23,16 @@ std::string read_file(const std::string& path) {
   DETSEG_CHECK(in, path, ": cannot open for reading: ", std::strerror(errno));
   std::string data;
   in.seekg(0, std::ios::end);
-  data.resize(static_cast<size_t>(in.tellg()));
+  const std::streamoff size = in.tellg();
+  if (size < 0) {
+    // Not seekable (a pipe such as bash's <(...), /dev/stdin, a /proc file): the size of -1 was
+    // taken as 2^64 - 1 bytes (std::length_error). Read to the end instead.
+    in.clear();
+    data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    DETSEG_CHECK(!in.bad(), path, ": read failed");
+    return data;
+  }
+  data.resize(static_cast<size_t>(size));
   in.seekg(0, std::ios::beg);
   in.read(data.data(), static_cast<std::streamsize>(data.size()));
   DETSEG_CHECK(in, path, ": read failed");

@@ -157,16 +157,9 @@ std::vector<std::string> DetectionDataset::class_names() const {
   return names;
 }
 
-SegmentationDataset::SegmentationDataset(SegFolder folder) : folder_(std::move(folder)) {
+SegmentationDataset::SegmentationDataset(SegFolder folder)
+    : folder_(std::move(folder)), values_(folder_.options.num_classes, folder_.options.void_values) {
   DETSEG_CHECK(!folder_.samples.empty(), folder_.options.image_dir, ": empty segmentation dataset");
-  for (int v = 0; v < 256; ++v) {
-    lut_[v] = static_cast<uint8_t>(v);
-    valid_[v] = folder_.options.num_classes <= 0 || v < folder_.options.num_classes || v == kIgnoreLabel;
-  }
-  for (int v : folder_.options.void_values) {
-    lut_[v] = kIgnoreLabel;
-    valid_[v] = true;
-  }
 }
 
 Example SegmentationDataset::get(int64_t index) const {
@@ -180,12 +173,7 @@ Example SegmentationDataset::get(int64_t index) const {
   at::Tensor label = read_label_png(s.label_path);  // [H, W] uint8
   DETSEG_CHECK(label.size(0) == ex.height() && label.size(1) == ex.width(), s.label_path, ": label map is ",
                label.size(1), "x", label.size(0), " but its image ", s.image_path, " is ", ex.width(), "x", ex.height());
-  uint8_t* p = label.data_ptr<uint8_t>();
-  for (int64_t i = 0, n = label.numel(); i < n; ++i) {
-    DETSEG_CHECK(valid_[p[i]], s.label_path, ": pixel value ", static_cast<int>(p[i]), " at (x=", i % label.size(1),
-                 ", y=", i / label.size(1), ") is not a class id < ", folder_.options.num_classes, " nor void/ignore");
-    p[i] = lut_[p[i]];
-  }
+  values_.apply(label.data_ptr<uint8_t>(), label.size(0), label.size(1), s.label_path);
   ex.label_map = label;
   ex.boxes = at::zeros({0, 4}, at::kFloat);
   ex.classes = at::zeros({0}, at::kLong);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "detseg/data/example.h"
+#include "detseg/data/image_codec.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/data/readers/seg_folder.h"
 
@@ -86,8 +87,7 @@ class SegmentationDataset {
 
  private:
   SegFolder folder_;
-  uint8_t lut_[256];   // raw pixel value -> label (void values -> 255)
-  bool valid_[256];    // raw values allowed in a label file
+  LabelValues values_;  // raw pixel value -> label (void values -> 255), and which are allowed
 };
 
 }  // namespace detseg

@@ -2,131 +2,26 @@
 #include "detseg/data/image_io.h"
 
 #include <opencv2/imgcodecs.hpp>
-#include <png.h>
 
-#include <atomic>
-#include <cctype>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
-#include "detseg/data/readers/image_header.h"
+#include "detseg/data/image_codec.h"
 
 namespace detseg {
 namespace {
-
-bool is_jpeg(const std::string& bytes) {
-  return bytes.size() >= 3 && static_cast<unsigned char>(bytes[0]) == 0xFF &&
-         static_cast<unsigned char>(bytes[1]) == 0xD8 && static_cast<unsigned char>(bytes[2]) == 0xFF;
-}
-
-// libjpeg decodes a truncated JPEG into a grey-filled image with only a warning on stderr, so
-// check for the end-of-image marker ourselves. Some writers append a few bytes after it.
-bool jpeg_has_end_marker(const std::string& bytes) {
-  size_t stop = bytes.size() > 4096 ? bytes.size() - 4096 : 0;
-  for (size_t i = bytes.size() - 1; i > stop; --i) {
-    if (static_cast<unsigned char>(bytes[i - 1]) == 0xFF && static_cast<unsigned char>(bytes[i]) == 0xD9)
-      return true;
-  }
-  return false;
-}
-
-std::atomic<int64_t> g_max_image_pixels{kDefaultMaxImagePixels};
-
-bool is_png(const std::string& b) { return b.size() >= 8 && b.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0; }
-
-struct PngSamples {
-  std::vector<uint8_t> pixels;  // one byte per pixel: a palette index or an 8-bit grey value
-  uint32_t width = 0, height = 0;
-  int color_type = -1, bit_depth = 0;
-  char error[200] = {0};
-};
-
-struct PngSource {
-  const unsigned char* data;
-  size_t size, offset;
-};
-
-void read_png_bytes(png_structp png, png_bytep out, png_size_t n) {
-  auto* source = static_cast<PngSource*>(png_get_io_ptr(png));
-  if (source->offset + n > source->size) png_error(png, "truncated file");
-  std::memcpy(out, source->data + source->offset, n);
-  source->offset += n;
-}
-
-void record_png_error(png_structp png, png_const_charp message) {
-  auto* samples = static_cast<PngSamples*>(png_get_error_ptr(png));
-  std::snprintf(samples->error, sizeof(samples->error), "%s", message);
-  png_longjmp(png, 1);
-}
-
-// libpng's classic API, because it hands out the stored samples: a palette image's indices
-// (OpenCV would turn them into the palette's colours). No C++ object lives across the setjmp.
-bool read_png_samples(const std::string& bytes, PngSamples& out) {
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &out, record_png_error, nullptr);
-  if (png == nullptr) return false;
-  png_infop info = png_create_info_struct(png);
-  PngSource source{reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), 0};
-  std::vector<png_bytep> rows;
-  if (info == nullptr || setjmp(png_jmpbuf(png))) {
-    png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
-    return false;
-  }
-  png_set_read_fn(png, &source, read_png_bytes);
-  png_read_info(png, info);
-  out.width = png_get_image_width(png, info);
-  out.height = png_get_image_height(png, info);
-  out.color_type = png_get_color_type(png, info);
-  out.bit_depth = png_get_bit_depth(png, info);
-  const bool single = out.color_type == PNG_COLOR_TYPE_PALETTE || (out.color_type == PNG_COLOR_TYPE_GRAY && out.bit_depth <= 8);
-  if (single) {
-    png_set_packing(png);  // 1, 2 and 4-bit samples one per byte, values unchanged
-    png_read_update_info(png, info);
-    out.pixels.resize(static_cast<size_t>(out.width) * out.height);
-    rows.resize(out.height);
-    for (uint32_t y = 0; y < out.height; ++y) rows[y] = out.pixels.data() + static_cast<size_t>(y) * out.width;
-    png_read_image(png, rows.data());
-  }
-  png_destroy_read_struct(&png, &info, nullptr);
-  return true;
-}
 
 cv::Mat wrap_bytes(const std::string& bytes) {
   return cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1,
                  const_cast<char*>(bytes.data()));  // imdecode only reads
 }
 
-// Refuses a raster above the limit from its header alone. Formats whose header is not read here
-// are held to the same limit by OpenCV's own check (OPENCV_IO_MAX_IMAGE_PIXELS, set below).
-void check_image_size(const std::string& bytes, const std::string& name) {
-  static const bool opencv_limit_set = [] {
-    ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(g_max_image_pixels.load()).c_str(), 0);
-    return true;
-  }();
-  (void)opencv_limit_set;
-  int64_t width = 0, height = 0;
-  if (!image_header_size(bytes, width, height)) return;
-  const int64_t limit = g_max_image_pixels.load();
-  DETSEG_CHECK(width <= limit && height <= limit && width * height <= limit, name, ": image is ", width, "x", height,
-               " = ", width * height, " pixels, above the limit of ", limit,
-               " (max_image_pixels in the config; a header claiming this is also how decompression bombs look)");
-}
-
 }  // namespace
 
-void set_max_image_pixels(int64_t pixels) {
-  DETSEG_CHECK(pixels > 0, "max_image_pixels must be positive, got ", pixels);
-  g_max_image_pixels = pixels;
-}
-
-int64_t max_image_pixels() { return g_max_image_pixels.load(); }
-
 at::Tensor decode_image(const std::string& bytes, const std::string& name) {
-  DETSEG_CHECK(!bytes.empty(), name, ": image file is empty");
-  check_image_size(bytes, name);
-  if (is_jpeg(bytes)) DETSEG_CHECK(jpeg_has_end_marker(bytes), name, ": corrupt JPEG (truncated: no end-of-image marker)");
+  check_encoded_image(bytes, name);
   cv::Mat bgr;
   try {
     bgr = cv::imdecode(wrap_bytes(bytes), cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
@@ -148,31 +43,9 @@ at::Tensor decode_image(const std::string& bytes, const std::string& name) {
 at::Tensor read_image(const std::string& path) { return decode_image(read_file(path), path); }
 
 at::Tensor read_label_png(const std::string& path) {
-  const std::string bytes = read_file(path);
-  check_image_size(bytes, path);
-  if (is_png(bytes)) {
-    PngSamples png;
-    DETSEG_CHECK(read_png_samples(bytes, png), path, ": cannot decode label map (", png.error[0] ? png.error : "not a PNG",
-                 ")");
-    DETSEG_CHECK(!png.pixels.empty() || png.width * png.height == 0, path,
-                 ": label map must be a single-channel 8-bit PNG of class ids (or a palette PNG, as VOC's "
-                 "SegmentationClass), got PNG colour type ", png.color_type, " at ", png.bit_depth, " bits");
-    at::Tensor out = at::empty({png.height, png.width}, at::kByte);
-    std::memcpy(out.data_ptr<uint8_t>(), png.pixels.data(), png.pixels.size());
-    return out;
-  }
-  cv::Mat m;
-  try {
-    m = cv::imdecode(wrap_bytes(bytes), cv::IMREAD_UNCHANGED);
-  } catch (const cv::Exception& e) {
-    throw Error(str(path, ": cannot decode label map (", e.err, ")"));
-  }
-  DETSEG_CHECK(!m.empty(), path, ": cannot decode label map (not a PNG, or corrupt data)");
-  DETSEG_CHECK(m.type() == CV_8UC1, path, ": label map must be a single-channel 8-bit PNG of class ids, got ",
-               m.channels(), " channel(s) of ", m.elemSize1() * 8, "-bit");
-  at::Tensor out = at::empty({m.rows, m.cols}, at::kByte);  // [H, W]
-  cv::Mat dst(m.rows, m.cols, CV_8UC1, out.data_ptr<uint8_t>());
-  m.copyTo(dst);
+  const LabelImage label = decode_label_png(read_file(path), path);
+  at::Tensor out = at::empty({label.height, label.width}, at::kByte);  // [H, W]
+  if (!label.pixels.empty()) std::memcpy(out.data_ptr<uint8_t>(), label.pixels.data(), label.pixels.size());
   return out;
 }
 

@@ -7,16 +7,9 @@
 
 #include <string>
 
-#include "detseg/data/readers/image_header.h"  // image_header_size
+#include "detseg/data/image_codec.h"  // max_image_pixels, image_header_size
 
 namespace detseg {
-
-// Images above this many pixels are refused before any pixel is decoded (default 178956970, the
-// size at which PIL raises DecompressionBombError): a small file whose header claims a huge raster
-// must not allocate gigabytes. The config's `max_image_pixels` sets it.
-constexpr int64_t kDefaultMaxImagePixels = 178956970;
-void set_max_image_pixels(int64_t pixels);
-int64_t max_image_pixels();
 
 // Reads and decodes an image file. Returns [3, H, W] uint8 RGB, contiguous.
 // Throws Error naming `path` when it is missing, unreadable, not an image, or a truncated JPEG.

@@ -122,12 +122,22 @@ constexpr double kPolygonScale = 5;  // rleFrPoly's upsampling
 constexpr double kMaxPolygonSteps = 1 << 24;
 }  // namespace
 
+std::string mask_size_problem(int64_t height, int64_t width) {
+  if (height < 0 || width < 0 || static_cast<double>(height) * static_cast<double>(width) >= 4294967296.0)
+    return str("a ", width, "x", height, " image has no mask: masks hold at most 2^32 - 1 pixels (uint32 run lengths)");
+  return "";
+}
+
 std::string polygon_problem(const double* xy, size_t k, int64_t height, int64_t width) {
-  const double limit = 8.0 * static_cast<double>(std::max<int64_t>({height, width, 256}));
+  const std::string size_problem = mask_size_problem(height, width);
+  if (!size_problem.empty()) return size_problem;
+  // rleFrPoly walks int coordinates at 5x: beyond 4e8 they would not fit (a cast past INT_MAX).
+  const double side_limit = 8.0 * static_cast<double>(std::max<int64_t>({height, width, 256}));
+  const double limit = std::min(side_limit, 4e8);
   for (size_t j = 0; j < 2 * k; ++j)
     if (!std::isfinite(xy[j]) || std::fabs(xy[j]) > limit)
       return str("polygon coordinate ", xy[j], " is outside [-", limit, ", ", limit, "] (8x the ", width, "x",
-                 height, " image's larger side)");
+                 height, " image's larger side", limit < side_limit ? ", 4e8 at most" : "", ")");
   double steps = 0;
   for (size_t j = 0; j < k; ++j) {
     const size_t next = (j + 1) % k;
@@ -196,8 +206,9 @@ CocoRle rle_from_polygon(const double* xy, size_t k, int64_t height, int64_t wid
     else if (yd > h)
       yd = h;
     yd = std::ceil(yd);
-    a.push_back(static_cast<uint32_t>(static_cast<int>(xd) * static_cast<int>(height) +
-                                      static_cast<int>(yd)));
+    // In 64 bits, as maskApi.c computes it in double: x * height passes INT_MAX in a mask of more
+    // than 2^31 pixels (the int product overflowed); the whole mask fits uint32.
+    a.push_back(static_cast<uint32_t>(static_cast<int64_t>(xd) * height + static_cast<int64_t>(yd)));
   }
   a.push_back(static_cast<uint32_t>(height * width));
   std::sort(a.begin(), a.end());
@@ -303,6 +314,8 @@ CocoRle segmentation_to_rle(const CocoSegmentation& segmentation, int64_t height
       break;
   }
   // No segmentation: an empty mask of the image's size.
+  const std::string problem = mask_size_problem(height, width);
+  DETSEG_CHECK(problem.empty(), problem);
   return make_rle(height, width, {static_cast<uint32_t>(height * width)});
 }
 

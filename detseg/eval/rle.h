@@ -27,8 +27,11 @@ CocoRle rle_from_string(const std::string& counts, int64_t height, int64_t width
 
 // Why a polygon cannot be rasterized into a height x width image ("" when it can). rleFrPoly walks
 // every edge at 5x resolution, so its work and memory grow with the coordinates: coordinates must
-// be finite and within 8x the image's larger side, and the edges at most 16M steps long in all.
+// be finite and within 8x the image's larger side (and 4e8), and the edges at most 16M steps long in all.
 std::string polygon_problem(const double* xy, size_t num_points, int64_t height, int64_t width);
+// Why no mask of a height x width image can exist ("" when it can): run lengths are uint32, so
+// height * width must stay below 2^32 (polygon_problem checks this too).
+std::string mask_size_problem(int64_t height, int64_t width);
 
 // Rasterizes one polygon x0,y0,x1,y1,... (`num_points` points) exactly as rleFrPoly does; throws
 // Error with polygon_problem's reason for a polygon out of bounds.

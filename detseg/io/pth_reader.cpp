@@ -5,9 +5,10 @@
 #include "detseg/io/pth_reader.h"
 
 #include <ATen/ATen.h>
-#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -26,15 +27,32 @@ uint64_t le(std::string_view data, size_t at, int bytes) {
   return v;
 }
 
+// LibTorch's MemoryReadAdapter copies whatever range it is asked for, and miniz asks for ranges
+// that a damaged archive's directory names: past the end of the bytes (a crash). This one copies
+// only what is there and reports the short read, as a file would.
+class BoundedReadAdapter final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BoundedReadAdapter(const std::string& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<uint64_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::string& bytes_;
+};
+
 // ---- the zip container: LibTorch's own reader (stored or deflated entries, zip64). Names are
 // relative to the archive's top folder, whatever torch.save named it. Its c10::Errors carry a C++
 // backtrace; they become one-line detseg::Errors naming the file.
 class ZipRecords {
  public:
-  ZipRecords(const std::string& bytes, std::string what) : what_(std::move(what)) {
+  ZipRecords(const std::string& bytes, std::string what) : what_(std::move(what)), archive_bytes_(bytes.size()) {
     guard("not a zip archive, or truncated", [&] {
-      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(
-          std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes.data(), static_cast<off_t>(bytes.size())));
+      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::make_shared<BoundedReadAdapter>(bytes));
     });
   }
   bool has(const std::string& name) {
@@ -48,6 +66,11 @@ class ZipRecords {
       if (!reader_->hasRecord(name)) throw Error(str(what_, ": zip entry '", name, "' missing"));
       n = reader_->getRecordSize(name);
     });
+    // Callers allocate this size before reading, and a damaged or hostile directory can claim
+    // any: no entry holds more than deflate's best ratio (1032:1) times the archive's own bytes.
+    if (n / 1032 > archive_bytes_)
+      throw Error(str(what_, ": zip entry '", name, "' claims ", n, " bytes, more than a ", archive_bytes_,
+                      "-byte archive can hold"));
     return n;
   }
   // Copies entry `name` (exactly `n` bytes) into dst.
@@ -71,6 +94,7 @@ class ZipRecords {
     }
   }
   std::string what_;
+  size_t archive_bytes_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
 };
 
@@ -195,7 +219,9 @@ class Unpickler {
         case 0x87: {  // TUPLE1/2/3
           auto v = make(PickleValue::Kind::kTuple);
           const size_t n = op - 0x84;
-          need(stack_.size() >= n, "stack underflow in TUPLE");
+          // Not below the innermost MARK (as pop() checks): taking marked items left the mark
+          // above the stack, and pop_to_mark() then copied a backwards range.
+          need(stack_.size() >= n + (marks_.empty() ? 0 : marks_.back()), "stack underflow in TUPLE");
           v->items.assign(stack_.end() - n, stack_.end());
           stack_.resize(stack_.size() - n);
           push(v);
@@ -320,7 +346,7 @@ class Unpickler {
     return stack_.back();
   }
   std::vector<PickleRef> pop_to_mark() {
-    need(!marks_.empty(), "no MARK");
+    need(!marks_.empty() && marks_.back() <= stack_.size(), "no MARK");
     std::vector<PickleRef> out(stack_.begin() + marks_.back(), stack_.end());
     stack_.resize(marks_.back());
     marks_.pop_back();
@@ -362,7 +388,7 @@ class Unpickler {
     const size_t bytes = zip_.size(entry);
     need(numel >= 0, "negative storage size");
     const size_t element = c10::elementSize(dtype);
-    if (static_cast<uint64_t>(numel) * element != bytes)
+    if (bytes % element != 0 || static_cast<uint64_t>(numel) != bytes / element)  // no wrapping product
       throw Error(str(what_, ": storage ", key, " has ", bytes, " bytes, expected ", numel, " x ", element));
     auto v = make(PickleValue::Kind::kStorage);
     v->tensor = at::empty({numel}, at::TensorOptions(dtype));

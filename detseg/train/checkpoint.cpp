@@ -201,7 +201,14 @@ std::string read_checkpoint_metadata(const std::string& path) {
   DETSEG_CHECK(version >= 1 && version <= kCheckpointVersion, path, ": checkpoint format version ", version,
                " is not supported (this build reads up to ", kCheckpointVersion, "); HINT: use a newer detseg");
   const uint64_t header_len = get_le(prefix.data() + 16, 8);
-  std::string header_text(std::min<uint64_t>(header_len, 1ull << 30), '\0');
+  // The length is the file's word: checked against the file's size before a buffer that large is
+  // allocated (a damaged header made every look at the file allocate and clear up to 1 GB).
+  in.seekg(0, std::ios::end);
+  const uint64_t file_bytes = static_cast<uint64_t>(in.tellg());
+  in.seekg(static_cast<std::streamoff>(kPrefixBytes));
+  DETSEG_CHECK(header_len <= file_bytes - kPrefixBytes, path, ": truncated checkpoint (header needs ",
+               kPrefixBytes + header_len, " bytes, the file has ", file_bytes, ")");
+  std::string header_text(header_len, '\0');
   in.read(header_text.data(), static_cast<std::streamsize>(header_text.size()));
   DETSEG_CHECK(static_cast<uint64_t>(in.gcount()) == header_len, path, ": truncated checkpoint (header needs ",
                kPrefixBytes + header_len, " bytes, the file has ", kPrefixBytes + in.gcount(), ")");
@@ -276,10 +283,19 @@ Checkpoint read_checkpoint(const std::string& path) {
                      section_error(path, str("tensor '", name, "' has unknown dtype ", e.at(1))));
         const auto shape = e.at(2).get<std::vector<int64_t>>();
         const uint64_t off = e.at(3).get<uint64_t>(), nbytes = e.at(4).get<uint64_t>();
-        at::Tensor t = at::empty(shape, at::TensorOptions(*dtype));
-        DETSEG_CHECK(nbytes == static_cast<uint64_t>(t.numel() * t.element_size()) &&
-                         in_payload(off, nbytes),
+        // The shape's size is checked against bytes that are really there before anything is
+        // allocated: a header claiming [1e9, 1e9] (or a negative dimension) must not reach at::empty.
+        uint64_t expect = c10::elementSize(*dtype);
+        for (int64_t d : shape) {
+          if (d < 0 || (d > 0 && expect > payload_bytes / static_cast<uint64_t>(d))) {
+            expect = UINT64_MAX;
+            break;
+          }
+          expect *= static_cast<uint64_t>(d);
+        }
+        DETSEG_CHECK(nbytes == expect && in_payload(off, nbytes),
                      section_error(path, str("tensor '", name, "' has inconsistent size/offset")));
+        at::Tensor t = at::empty(shape, at::TensorOptions(*dtype));
         if (nbytes) std::memcpy(t.data_ptr(), payload + off, nbytes);
         sections[s]->emplace_back(name, std::move(t));
       }

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <map>
 
-#include "data_test_util.h"
+#include "data_test_files.h"
 #include "detseg/core/files.h"
 #include "detseg/data/readers/label_map.h"
 #include "detseg/data/readers/seg_folder.h"

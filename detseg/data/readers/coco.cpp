@@ -62,7 +62,12 @@ double get_number(element value, const FieldPath& at, std::string_view field) {
 int64_t get_integer(element value, const FieldPath& at, std::string_view field) {
   switch (value.type()) {
     case element_type::INT64: return int64_t(value);
-    case element_type::UINT64: return static_cast<int64_t>(uint64_t(value));
+    case element_type::UINT64: {
+      // Above int64: the cast would wrap it to a negative id.
+      const uint64_t u = uint64_t(value);
+      if (u > static_cast<uint64_t>(INT64_MAX)) at.fail(field, str("integer ", u, " is out of range"));
+      return static_cast<int64_t>(u);
+    }
     case element_type::DOUBLE: {
       double d = double(value);
       if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
@@ -145,8 +150,11 @@ void get_segmentation(element value, const FieldPath& at, CocoSegmentation& out)
   }
   uint64_t total = 0;
   for (uint32_t c : out.rle.counts) total += c;
-  if (total != static_cast<uint64_t>(hw[0] * hw[1]))
-    at.fail("segmentation.counts", str("counts sum to ", total, ", not height*width = ", hw[0] * hw[1]));
+  // Each side can be near 2^63, so the product is taken in 128 bits (it overflowed int64).
+  const unsigned __int128 area = static_cast<unsigned __int128>(hw[0]) * static_cast<uint64_t>(hw[1]);
+  if (total != area)
+    at.fail("segmentation.counts", str("counts sum to ", total, ", not height*width = ",
+                                       area <= UINT64_MAX ? str(static_cast<uint64_t>(area)) : str(hw[0], "*", hw[1])));
 }
 
 // The list under `key`, or an empty list when an optional key is absent. (A default-constructed
@@ -227,13 +235,31 @@ void append_number(std::string& out, double v) {
     return;
   }
   DETSEG_CHECK(std::isfinite(v), "cannot write ", v, " to JSON");
-  auto r = std::to_chars(buffer, buffer + sizeof(buffer), v);  // shortest form that reads back exactly
+  // The shortest form that reads back exactly; from 1e15 on always with an exponent: the plain
+  // shortest form may spell a whole number in digits ("3333333333333333508096"), which JSON
+  // readers take as an integer too large for 64 bits and refuse.
+  auto r = std::fabs(v) >= 1e15 ? std::to_chars(buffer, buffer + sizeof(buffer), v, std::chars_format::scientific)
+                                : std::to_chars(buffer, buffer + sizeof(buffer), v);
+  out.append(buffer, r.ptr);
+}
+
+// Integers (ids, sizes) exactly: through a double, ids above 2^53 came back as other ids.
+void append_integer(std::string& out, int64_t v) {
+  char buffer[24];
+  auto r = std::to_chars(buffer, buffer + sizeof(buffer), v);
   out.append(buffer, r.ptr);
 }
 
 }  // namespace
 
 void append_json_string(std::string& out, const std::string& s) {
+  // JSON text is UTF-8 and simdjson refuses anything else, so a string that is not (a class name
+  // from a Latin-1 label map file, say) is an error here instead of a file that does not read back.
+  if (!is_valid_utf8(s)) {
+    std::string shown;
+    for (unsigned char c : s) shown += c >= 0x20 && c < 0x7F ? std::string(1, static_cast<char>(c)) : str("\\x", std::hex, int(c));
+    throw Error(str("cannot write \"", shown, "\" to JSON: not valid UTF-8"));
+  }
   out.push_back('"');
   for (char c : s) {
     switch (c) {
@@ -439,20 +465,20 @@ void write_coco(const CocoDataset& dataset, const std::string& path) {
   for (size_t i = 0; i < dataset.images.size(); ++i) {
     const auto& im = dataset.images[i];
     out += i ? ",\n  {\"id\": " : "\n  {\"id\": ";
-    append_number(out, static_cast<double>(im.id));
+    append_integer(out, im.id);
     out += ", \"file_name\": ";
     append_json_string(out, im.file_name);
     out += ", \"width\": ";
-    append_number(out, static_cast<double>(im.width));
+    append_integer(out, im.width);
     out += ", \"height\": ";
-    append_number(out, static_cast<double>(im.height));
+    append_integer(out, im.height);
     out += "}";
   }
   out += "],\n\"categories\": [";
   for (size_t i = 0; i < dataset.categories.size(); ++i) {
     const auto& c = dataset.categories[i];
     out += i ? ",\n  {\"id\": " : "\n  {\"id\": ";
-    append_number(out, static_cast<double>(c.id));
+    append_integer(out, c.id);
     out += ", \"name\": ";
     append_json_string(out, c.name);
     out += ", \"supercategory\": ";
@@ -463,7 +489,7 @@ void write_coco(const CocoDataset& dataset, const std::string& path) {
   for (size_t i = 0; i < dataset.annotations.size(); ++i) {
     const auto& a = dataset.annotations[i];
     out += i ? ",\n  {\"id\": " : "\n  {\"id\": ";
-    append_number(out, static_cast<double>(a.id));
+    append_integer(out, a.id);
     out += ", ";
     append_ids_and_box_json(out, a);
     out += ", \"area\": ";
@@ -480,9 +506,9 @@ void write_coco(const CocoDataset& dataset, const std::string& path) {
 
 void append_ids_and_box_json(std::string& out, const CocoAnnotation& a) {
   out += "\"image_id\": ";
-  append_number(out, static_cast<double>(a.image_id));
+  append_integer(out, a.image_id);
   out += ", \"category_id\": ";
-  append_number(out, static_cast<double>(a.category_id));
+  append_integer(out, a.category_id);
   out += ", \"bbox\": [";
   for (int k = 0; k < 4; ++k) {
     if (k) out += ", ";
@@ -507,9 +533,9 @@ void append_segmentation_json(std::string& out, const CocoSegmentation& segmenta
   } else if (segmentation.kind == CocoSegmentation::kRle) {
     // Uncompressed counts for crowd masks, as the COCO files themselves store them.
     out += ", \"segmentation\": {\"size\": [";
-    append_number(out, static_cast<double>(segmentation.rle.height));
+    append_integer(out, segmentation.rle.height);
     out += ", ";
-    append_number(out, static_cast<double>(segmentation.rle.width));
+    append_integer(out, segmentation.rle.width);
     out += "], \"counts\": [";
     for (size_t k = 0; k < segmentation.rle.counts.size(); ++k) {
       if (k) out += ", ";

@@ -2,6 +2,7 @@
 // without decoding, so readers can size annotations and the decoder can refuse huge rasters.
 #include "detseg/data/readers/image_header.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 
@@ -48,20 +49,28 @@ bool jpeg_size(const std::string& b, int64_t& width, int64_t& height) {
 }
 
 bool pnm_size(const std::string& b, int64_t& width, int64_t& height) {
-  // "P6 <w> <h> ..." with whitespace and # comments between the fields.
+  // "P6 <w> <h> ..." read the way OpenCV's PNM decoder reads it (grfmt_pxm.cpp, ReadNumber), so the
+  // size checked is the size decoded: whitespace and comments ('#' to the end of the line) before
+  // a number, and the one character after a number is its delimiter, whatever it is ("4#9" is 4
+  // then 9: the fuzzer found a header read as 4x1 that decoded as 4x9).
   size_t i = 2;
   int64_t values[2];
   for (int64_t& v : values) {
-    while (i < b.size() && (std::isspace(static_cast<unsigned char>(b[i])) || b[i] == '#')) {
+    while (i < b.size() && !std::isdigit(static_cast<unsigned char>(b[i]))) {
       if (b[i] == '#') {
-        while (i < b.size() && b[i] != '\n') ++i;
-      } else {
+        while (i < b.size() && b[i] != '\n' && b[i] != '\r') ++i;
         ++i;
+      } else if (std::isspace(static_cast<unsigned char>(b[i]))) {
+        ++i;
+      } else {
+        return false;
       }
     }
-    if (i >= b.size() || !std::isdigit(static_cast<unsigned char>(b[i]))) return false;
+    if (i >= b.size()) return false;
     v = 0;
-    while (i < b.size() && std::isdigit(static_cast<unsigned char>(b[i])) && v < (int64_t(1) << 40)) v = v * 10 + (b[i++] - '0');
+    for (; i < b.size() && std::isdigit(static_cast<unsigned char>(b[i])); ++i)
+      v = std::min<int64_t>(v * 10 + (b[i] - '0'), int64_t(1) << 40);  // far past any limit, no overflow
+    ++i;  // the delimiter
   }
   width = values[0];
   height = values[1];

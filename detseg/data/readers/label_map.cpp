@@ -2,6 +2,7 @@
 #include "detseg/data/readers/label_map.h"
 
 #include <cctype>
+#include <charconv>
 #include <sstream>
 #include <unordered_set>
 
@@ -16,6 +17,16 @@ std::string trim(const std::string& s) {
   while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
   while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
   return s.substr(a, b - a);
+}
+
+// The id that `digits` (decimal digits only, checked by the caller) spell. std::stoll threw its
+// own std::out_of_range past int64, which no caller catches.
+int64_t parse_id(const std::string& digits, const std::string& where) {
+  int64_t id = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+  DETSEG_CHECK(ec == std::errc() && end == digits.data() + digits.size(), where, "label map id ", digits,
+               " is out of range");
+  return id;
 }
 
 void add_entry(LabelMap& map, int64_t id, const std::string& name, const std::string& where) {
@@ -89,7 +100,7 @@ LabelMap parse_pbtxt(const std::string& text, const std::string& file) {
       if (key.text == "id") {
         DETSEG_CHECK(!value.text.empty() && value.text.find_first_not_of("0123456789") == std::string::npos,
                      location(file, value.line), "label map id must be an integer, got '", value.text, "'");
-        id = std::stoll(value.text);
+        id = parse_id(value.text, location(file, value.line));
       } else if (key.text == "name") {
         name = value.text;
       } else if (key.text == "display_name") {
@@ -132,7 +143,7 @@ LabelMap parse_label_map(const std::string& text, const std::string& file) {
     const bool numbered = space != std::string::npos &&
                           first.find_first_not_of("0123456789") == std::string::npos;
     if (numbered) {
-      add_entry(map, std::stoll(first), trim(t.substr(space)), location(file, line_no));
+      add_entry(map, parse_id(first, location(file, line_no)), trim(t.substr(space)), location(file, line_no));
     } else {
       add_entry(map, static_cast<int64_t>(map.entries.size()) + 1, t, location(file, line_no));
     }

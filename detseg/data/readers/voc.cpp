@@ -298,10 +298,14 @@ CocoDataset read_voc(const std::string& voc_dir, const VocOptions& options) {
       image.file_name = fallback;
     }
     const XmlNode& size = require(root, "size", file);
-    image.width = static_cast<int64_t>(require_number(size, "width", file));
-    image.height = static_cast<int64_t>(require_number(size, "height", file));
-    DETSEG_CHECK(image.width > 0 && image.height > 0, location(file, size.line), "image size must be positive, got ",
-                 image.width, "x", image.height);
+    const double width = require_number(size, "width", file), height = require_number(size, "height", file);
+    // Checked as doubles, before the cast: converting one past int64 to an integer is undefined.
+    DETSEG_CHECK(width >= 1 && height >= 1, location(file, size.line), "image size must be positive, got ", width, "x",
+                 height);
+    DETSEG_CHECK(width < 9e18 && height < 9e18, location(file, size.line), "image size ", width, "x", height,
+                 " is out of range");
+    image.width = static_cast<int64_t>(width);
+    image.height = static_cast<int64_t>(height);
     out.images.push_back(image);
     for (const XmlNode& obj : root.children) {
       if (obj.name != "object") continue;
