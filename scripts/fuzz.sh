@@ -78,7 +78,7 @@ for h in "${harnesses[@]}"; do
   if [[ -e ${regressions[0]} ]]; then
     if ! ASAN_OPTIONS=$asan "$bin" "${common[@]}" "${regressions[@]}" > "$log.regressions" 2>&1; then
       echo "fuzz: $h: a saved reproducer crashes again: see $log.regressions"
-      grep -m1 -E "Running: " "$log.regressions" | tail -1 || true
+      grep -a "Running: " "$log.regressions" | tail -1 | sed 's/^/fuzz:   /' || true  # the last one ran into it
       failed=1
       continue
     fi

@@ -76,14 +76,32 @@ NamedTensors read_safetensors(const std::string& path,
       for (const auto& d : kDtypeCodes)
         if (code == d.safetensors) dt = &d;
       DETSEG_CHECK(dt, path, ": tensor '", name, "' has unsupported dtype ", code);
+      // Integers only: nlohmann converts a float such as 4e72 to an integer type without a check
+      // (undefined behaviour).
+      for (const char* key : {"shape", "data_offsets"}) {
+        const auto& list = entry.at(key);
+        DETSEG_CHECK(list.is_array(), path, ": tensor '", name, "': ", key, " must be a list of integers");
+        for (const auto& v : list)
+          DETSEG_CHECK(v.is_number_unsigned(), path, ": tensor '", name, "': ", key,
+                       " must be a list of integers >= 0, got ", v.dump());
+      }
       const auto shape = entry.at("shape").get<std::vector<int64_t>>();
       const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
       DETSEG_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_len, path,
                    ": tensor '", name, "' lies outside the data (truncated file?)");
+      // The shape's size against the bytes that are there before anything is allocated: a header
+      // claiming [1e9, 1e9] must not reach at::empty.
+      uint64_t nbytes = c10::elementSize(dt->type);
+      for (int64_t d : shape) {
+        if (d < 0 || (d > 0 && nbytes > (offsets[1] - offsets[0]) / static_cast<uint64_t>(d))) {
+          nbytes = UINT64_MAX;
+          break;
+        }
+        nbytes *= static_cast<uint64_t>(d);
+      }
+      DETSEG_CHECK(offsets[1] - offsets[0] == nbytes, path, ": tensor '", name, "' has ", offsets[1] - offsets[0],
+                   " bytes for shape ", c10::IntArrayRef(shape));
       at::Tensor t = at::empty(shape, at::TensorOptions(dt->type));
-      DETSEG_CHECK(offsets[1] - offsets[0] == uint64_t(t.numel() * t.element_size()), path,
-                   ": tensor '", name, "' has ", offsets[1] - offsets[0], " bytes for shape ",
-                   t.sizes());
       if (t.numel()) std::memcpy(t.data_ptr(), data + offsets[0], offsets[1] - offsets[0]);
       out.emplace_back(name, std::move(t));
     }

@@ -253,6 +253,8 @@ Checkpoint read_checkpoint(const std::string& path) {
   }
   Checkpoint ckpt;
   try {
+    DETSEG_CHECK(header.at("payload_bytes").is_number_unsigned() && header.at("step").is_number_integer(),
+                 section_error(path, "header's payload_bytes/step are not integers"));
     const uint64_t payload_bytes = header.at("payload_bytes").get<uint64_t>();
     const uint64_t expected = kPrefixBytes + header_len + payload_bytes + kFooterBytes;
     DETSEG_CHECK(
@@ -281,6 +283,11 @@ Checkpoint read_checkpoint(const std::string& path) {
         const auto dtype = dtype_from_name(e.at(1).get<std::string>());
         DETSEG_CHECK(dtype,
                      section_error(path, str("tensor '", name, "' has unknown dtype ", e.at(1))));
+        // Integers only: nlohmann converts a float such as 4e72 to an integer without a check.
+        DETSEG_CHECK(e.at(2).is_array() && e.at(3).is_number_unsigned() && e.at(4).is_number_unsigned(),
+                     section_error(path, str("tensor '", name, "' has a malformed shape/offset/size")));
+        for (const auto& d : e.at(2))
+          DETSEG_CHECK(d.is_number_unsigned(), section_error(path, str("tensor '", name, "' has a malformed shape")));
         const auto shape = e.at(2).get<std::vector<int64_t>>();
         const uint64_t off = e.at(3).get<uint64_t>(), nbytes = e.at(4).get<uint64_t>();
         // The shape's size is checked against bytes that are really there before anything is
@@ -301,6 +308,8 @@ Checkpoint read_checkpoint(const std::string& path) {
       }
     }
     const auto& blob = header.at("blobs").at("optimizer");
+    DETSEG_CHECK(blob.at(0).is_number_unsigned() && blob.at(1).is_number_unsigned(),
+                 section_error(path, "optimizer blob offset/size are not integers"));
     const uint64_t off = blob.at(0).get<uint64_t>(), n = blob.at(1).get<uint64_t>();
     DETSEG_CHECK(in_payload(off, n), section_error(path, "optimizer blob out of range"));
     ckpt.optimizer.assign(payload + off, n);

@@ -46,4 +46,11 @@ TEST(CheckpointFuzz, ShapeLargerThanThePayloadIsRefusedBeforeAllocating) {
   EXPECT_NE(msg.find("tensor 'w' has inconsistent size/offset"), std::string::npos) << msg;
 }
 
+// A tensor size of 4e72 in the header: nlohmann converted the float to uint64 unchecked (UBSan);
+// the same in safetensors headers was found by fuzz_safetensors.
+TEST(CheckpointFuzz, FloatsWhereIntegersBelongAreAnError) {
+  const std::string msg = error_of([&] { read_checkpoint(reproducer("float_size")); });
+  EXPECT_NE(msg.find("tensor 'w' has a malformed shape/offset/size"), std::string::npos) << msg;
+}
+
 }  // namespace detseg
