@@ -3,8 +3,9 @@
 # and runs each one: first its saved crash reproducers (fuzz/regressions/<harness>/), then
 # fuzzing for a fixed time from the seed corpora. One line per harness; exits 1 on any crash,
 # naming the reproducer. See docs/fuzzing.md.
-#   scripts/fuzz.sh [--seconds N] [--keep-going] [--torch] [harness...]
+#   scripts/fuzz.sh [--seconds N] [--jobs J] [--keep-going] [--torch] [harness...]
 #     --seconds N    fuzz each harness N seconds (default 30; 0: only replay reproducers and seeds)
+#     --jobs J       run J harnesses at a time (default 1; each uses one core)
 #     --keep-going   fork mode: a crash is saved and fuzzing goes on (-ignore_crashes), to collect
 #                    several findings in one long run
 #     --torch        also the LibTorch readers' harnesses (pth safetensors checkpoint), built into
@@ -17,14 +18,16 @@ root=$PWD
 build=$root/build-fuzz
 seconds=30
 keep_going=0
+parallel=1
 torch=0
 harnesses=()
 while (($#)); do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;
+    --jobs) parallel=$2; shift 2 ;;
     --keep-going) keep_going=1; shift ;;
     --torch) torch=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) harnesses+=("$1"); shift ;;
   esac
 done
@@ -56,12 +59,14 @@ export TMPDIR=$scratch
 # Leaks are findings too (LeakSanitizer, on by default with ASan); symbolized reports.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+mkdir -p "$build/logs"
 
-failed=0
-for h in "${harnesses[@]}"; do
+# One harness: its summary on stdout, status 1 when it crashed.
+run_harness() {
+  local h=$1 failed=0
   bin=$build/fuzz_$h
   [[ $torch_harnesses == *" $h "* ]] && bin=$root/build-fuzz-torch/fuzz_$h
-  [[ -x $bin ]] || { echo "fuzz: unknown harness '$h'"; exit 2; }
+  [[ -x $bin ]] || { echo "fuzz: unknown harness '$h'"; return 1; }
   # LibTorch keeps allocations for the life of the process (its own caches), which LeakSanitizer
   # would report after every input.
   asan=$ASAN_OPTIONS
@@ -79,8 +84,7 @@ for h in "${harnesses[@]}"; do
     if ! ASAN_OPTIONS=$asan "$bin" "${common[@]}" "${regressions[@]}" > "$log.regressions" 2>&1; then
       echo "fuzz: $h: a saved reproducer crashes again: see $log.regressions"
       grep -a "Running: " "$log.regressions" | tail -1 | sed 's/^/fuzz:   /' || true  # the last one ran into it
-      failed=1
-      continue
+      return 1
     fi
   fi
 
@@ -114,6 +118,20 @@ for h in "${harnesses[@]}"; do
       sed 's/^/fuzz:   /' || true
     echo "fuzz:   log: $log (replay: $bin <reproducer>)"
   fi
+  return $failed
+}
+
+# Harnesses run `parallel` at a time (--jobs); their lines are printed in order once each is done.
+failed=0
+pids=()
+for h in "${harnesses[@]}"; do
+  while (($(jobs -rp | wc -l) >= parallel)); do wait -n || true; done
+  run_harness "$h" > "$build/logs/$h.summary" 2>&1 &
+  pids+=($!)
+done
+for i in "${!harnesses[@]}"; do
+  wait "${pids[$i]}" || failed=1
+  cat "$build/logs/${harnesses[$i]}.summary"
 done
 echo "fuzz: total $((SECONDS - start)) s"
 exit $failed

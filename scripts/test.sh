@@ -3,7 +3,8 @@
 #   scripts/test.sh [ctest args...]     e.g. scripts/test.sh -R Coco
 # Without ctest arguments it then runs the hostile-input checks (docs/fuzzing.md): the torch-free
 # code's tests under ASan+UBSan, and a short run of every torch-free fuzz harness (its saved
-# reproducers, its seeds, 20 s of fuzzing); together a few minutes on 2 cores.
+# reproducers, its seeds, 20 s of fuzzing, one harness per core); together a few minutes on 2
+# cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --peers
@@ -11,5 +12,5 @@ bash scripts/build.sh
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@")
 if (($# == 0)); then
   bash scripts/sanitize.sh
-  bash scripts/fuzz.sh --seconds 20
+  bash scripts/fuzz.sh --seconds 20 --jobs "$(nproc)"
 fi
