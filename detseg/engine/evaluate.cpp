@@ -473,27 +473,26 @@ std::string eval_reports_text(const std::vector<EvalReport>& reports) {
   return out;
 }
 
+namespace {
+// The model config.model.type names, with `checkpoint`'s (EMA) weights; `step` receives its step.
+std::shared_ptr<ModelImpl> load_model_for_eval(const PipelineConfig& config, const std::string& checkpoint,
+                                               int64_t& step) {
+  if (is_segmentation_model(config)) return load_segmenter(config, checkpoint, &step);
+  return load_detector(config, checkpoint, &step);
+}
+}  // namespace
+
 std::vector<EvalReport> evaluate_checkpoint_on_sets(const PipelineConfig& config, const std::string& checkpoint,
                                                     dist::ProcessGroup* group, bool per_class, bool metrics) {
   int64_t step = 0;
-  std::shared_ptr<ModelImpl> model;
-  if (is_segmentation_model(config)) {
-    model = load_segmenter(config, checkpoint, &step);
-  } else {
-    model = load_detector(config, checkpoint, &step);
-  }
+  const auto model = load_model_for_eval(config, checkpoint, step);
   return evaluate_model_on_sets(config, *model, step, group, per_class, metrics);
 }
 
 EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& checkpoint, dist::ProcessGroup* group,
                                bool per_class, bool metrics) {
   int64_t step = 0;
-  std::shared_ptr<ModelImpl> model;
-  if (is_segmentation_model(config)) {
-    model = load_segmenter(config, checkpoint, &step);
-  } else {
-    model = load_detector(config, checkpoint, &step);
-  }
+  const auto model = load_model_for_eval(config, checkpoint, step);
   return evaluate_model(config, *model, step, group, per_class, metrics);
 }
 
