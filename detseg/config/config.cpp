@@ -205,7 +205,14 @@ void visit_model(V& v, ModelConfig& c) {
   v.field("pretrained_sha256", c.pretrained_sha256, sha256_prefix(),
           "SHA-256 of model.pretrained, or its first 8+ hex digits; empty: the -<hex>. in a torchvision file name "
           "(resnet50-0676ba61.pth), required for other URLs");
-  v.field("image_size", c.image_size, range(32, 4096), "Square network input size in pixels (EfficientDet: a multiple of 2^max_level)");
+  v.field("image_size", c.image_size, range(32, 4096),
+          "Square network input size in pixels with resizer fixed (EfficientDet: a multiple of 2^max_level)");
+  v.field("resizer", c.resizer, one_of({"fixed", "keep_aspect"}),
+          "Detectors' input resize: fixed: each image fitted into an image_size square, aspect kept, padded; "
+          "keep_aspect: shorter side to min_dimension unless the longer would pass max_dimension, each batch padded "
+          "to its largest image rounded up to a multiple of 32 (EfficientDet: 2^max_level)");
+  v.field("min_dimension", c.min_dimension, range(16, 8192), "keep_aspect: target of the shorter image side");
+  v.field("max_dimension", c.max_dimension, range(16, 8192), "keep_aspect: limit of the longer image side");
   v.field("min_level", c.min_level, range(2, 7), "Lowest pyramid level");
   v.field("max_level", c.max_level, range(3, 8), "Highest pyramid level");
   v.field("num_scales", c.num_scales, range(1, 8), "Anchor scales per octave");
@@ -789,6 +796,12 @@ void check_consistency(const PipelineConfig& c) {
   DETSEG_CONFIG_CHECK(c.model.type != "efficientdet" || c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at,
                       "model.image_size (", c.model.image_size, ") must be a multiple of 2^max_level = ",
                       int64_t(1) << c.model.max_level, " for EfficientDet");
+  DETSEG_CONFIG_CHECK(c.model.resizer != "keep_aspect" || c.model.min_dimension <= c.model.max_dimension, at,
+                      "model.min_dimension (", c.model.min_dimension, ") must not exceed model.max_dimension (",
+                      c.model.max_dimension, ")");
+  DETSEG_CONFIG_CHECK(c.model.resizer != "keep_aspect" || (c.model.type != "deeplabv3plus" && c.model.type != "deeplabv3"),
+                      at, "model.resizer: keep_aspect is for detectors; DeepLab trains on model.deeplab.crop_size crops "
+                      "and evaluates at full resolution");
   DETSEG_CONFIG_CHECK(c.model.pixel_mean.size() == 3 && c.model.pixel_std.size() == 3, at,
                       "model.pixel_mean and model.pixel_std need 3 values (RGB)");
   DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,
@@ -973,6 +986,10 @@ std::string config_to_yaml(const PipelineConfig& config) {
   PipelineConfig copy = config;
   visit_config(writer, copy);
   return writer.text();
+}
+
+int64_t keep_aspect_size_divisibility(const ModelConfig& model) {
+  return model.type == "efficientdet" ? int64_t(1) << model.max_level : 32;
 }
 
 std::string config_reference_markdown() {

@@ -110,6 +110,11 @@ struct ModelConfig {
   std::string pretrained;
   std::string pretrained_sha256;      // a SHA-256 or its first 8+ hex digits
   int64_t image_size = 512;
+  // fixed: every image fitted into an image_size square (aspect kept, padded); keep_aspect: the
+  // reference's keep_aspect_ratio_resizer, each batch padded to its largest image.
+  std::string resizer = "fixed";
+  int64_t min_dimension = 600;
+  int64_t max_dimension = 1024;
   int64_t min_level = 3;
   int64_t max_level = 7;
   int64_t num_scales = 3;
@@ -201,6 +206,11 @@ PipelineConfig parse_config(const std::string& yaml_text, const std::string& sou
 
 // The resolved config (every key, defaults filled in) as YAML text.
 std::string config_to_yaml(const PipelineConfig& config);
+
+// What each detector batch's height and width are a multiple of with model.resizer keep_aspect:
+// EfficientDet's BiFPN resamples by exact factors of 2 (2^max_level); ResNet + FPN take any size,
+// padded to 32 as torchvision does so that C2..C5 halve exactly.
+int64_t keep_aspect_size_divisibility(const ModelConfig& model);
 
 // Markdown table of every key: path, type, default, allowed values/range, meaning.
 std::string config_reference_markdown();

@@ -120,6 +120,15 @@ LoaderOptions make_loader_options(const PipelineConfig& config, const InputConfi
   o.augment.jitter.min_scale = input.scale_min;
   o.augment.jitter.max_scale = input.scale_max;
   o.collate.size_divisibility = input_size;
+  if (config.model.resizer == "keep_aspect") {
+    o.augment.resize = AugmentOptions::Resize::kMinMax;
+    o.augment.min_max.min_dimension = static_cast<double>(config.model.min_dimension);
+    o.augment.min_max.max_dimension = static_cast<double>(config.model.max_dimension);
+    // Training scale jitter multiplies both dimensions (multi-scale training) instead of cropping.
+    o.augment.min_max.min_scale = training ? input.scale_min : 1.0;
+    o.augment.min_max.max_scale = training ? input.scale_max : 1.0;
+    o.collate.size_divisibility = keep_aspect_size_divisibility(config.model);
+  }
   for (int c = 0; c < 3; ++c) {
     o.collate.normalize.mean[c] = static_cast<float>(config.model.pixel_mean[c]);
     o.collate.normalize.std[c] = static_cast<float>(config.model.pixel_std[c]);

@@ -37,7 +37,8 @@ struct InputData {
 InputData make_input_data(const PipelineConfig& config, const InputConfig& input, bool training);
 
 // Loader options for `input`. Detectors: training shuffles and augments (flip, scale jitter)
-// forever; evaluation keeps order, resizes keeping the aspect, and runs one epoch. Segmenters:
+// forever; evaluation keeps order, resizes keeping the aspect, and runs one epoch; model.resizer
+// keep_aspect pads each batch to its largest image instead of an image_size square. Segmenters:
 // training takes DeepLab's random scale (scale_min..scale_max by model.deeplab.scale_step), a
 // crop of input_size padded with the ignore label, and the flip; evaluation keeps full resolution.
 LoaderOptions make_loader_options(const PipelineConfig& config, const InputConfig& input, bool training,

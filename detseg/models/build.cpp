@@ -20,6 +20,7 @@ DenseDetectorOptions dense_options(const PipelineConfig& config) {
   DenseDetectorOptions o;
   o.num_classes = m.num_classes;
   o.image_size = m.image_size;
+  if (m.resizer == "keep_aspect") o.size_divisibility = keep_aspect_size_divisibility(m);
   o.anchors.min_level = m.min_level;
   o.anchors.max_level = m.max_level;
   o.anchors.num_scales = m.num_scales;
@@ -55,6 +56,7 @@ std::shared_ptr<DetectorImpl> build_faster_rcnn(const PipelineConfig& config) {
   FasterRcnnOptions o;
   o.num_classes = m.num_classes;
   o.image_size = m.image_size;
+  if (m.resizer == "keep_aspect") o.size_divisibility = keep_aspect_size_divisibility(m);
   o.number_of_stages = f.number_of_stages;
   o.anchor_sizes = f.first_stage_anchor_sizes;
   o.anchor_scales = f.first_stage_anchor_scales;

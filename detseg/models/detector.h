@@ -9,11 +9,27 @@
 #include <utility>
 #include <vector>
 
+#include "detseg/core/error.h"
 #include "detseg/data/example.h"
 #include "detseg/models/model.h"
 #include "detseg/structures/boxes.h"
 
 namespace detseg {
+
+// Batches a detector takes: [B, 3, image_size, image_size] (model.resizer fixed), or with
+// size_divisibility > 0 (keep_aspect) any height and width that are multiples of it.
+inline void check_detector_input(const at::Tensor& images, int64_t image_size, int64_t size_divisibility,
+                                 const char* model) {
+  const bool ok = images.dim() == 4 && images.size(1) == 3 &&
+                  (size_divisibility > 0 ? images.size(2) % size_divisibility == 0 &&
+                                               images.size(3) % size_divisibility == 0
+                                         : images.size(2) == image_size && images.size(3) == image_size);
+  if (size_divisibility > 0)
+    DETSEG_CHECK(ok, model, ": batch images are ", images.sizes(), " but the model expects [B, 3, H, W] with H and W "
+                 "multiples of ", size_divisibility);
+  DETSEG_CHECK(ok, model, ": batch images are ", images.sizes(), " but the model expects [B, 3, ", image_size, ", ",
+               image_size, "]");
+}
 
 class DetectorImpl : public ModelImpl {
  public:

@@ -55,6 +55,49 @@ TEST(Transforms, KeepAspectResizeScalesBoxesAndSetsCanvas) {
   expect_box(geometry_invert_boxes(ex.geometry, ex.boxes), 0, {100, 50, 200, 150});
 }
 
+TEST(Transforms, MinMaxResizeFollowsTheShorterSideUnlessTheLongerPassesTheLimit) {
+  // 640x480, min 600 max 1024: 600/480 = 1.25 -> 800x600 (800 <= 1024).
+  Example ex = synthetic_example(480, 640, {{100, 40, 200, 120}});
+  resize_min_max(ex, 600, 1024);
+  EXPECT_EQ(ex.height(), 600);
+  EXPECT_EQ(ex.width(), 800);
+  EXPECT_EQ(ex.canvas_height, 0);  // no canvas: the batch is padded to its largest image
+  expect_box(ex.boxes, 0, {125, 50, 250, 150});
+  // 1000x200 (a panorama), min 600 max 1024: 600/200 = 3 would give 3000 wide, so 1024/1000.
+  Example wide = synthetic_example(200, 1000, {{0, 0, 1000, 200}});
+  resize_min_max(wide, 600, 1024);
+  EXPECT_EQ(wide.width(), 1024);
+  EXPECT_EQ(wide.height(), 205);  // round(200 * 1.024)
+  EXPECT_DOUBLE_EQ(wide.geometry.scale_x, 1.024);
+  expect_box(geometry_invert_boxes(wide.geometry, wide.boxes), 0, {0, 0, 1000, 200});
+  EXPECT_THROW(resize_min_max(wide, 600, 500), Error);
+}
+
+TEST(Transforms, MinMaxJitterScalesBothDimensions) {
+  Rng rng(3);
+  MinMaxOptions o;
+  o.min_dimension = 240;
+  o.max_dimension = 400;
+  o.min_scale = 0.5;
+  o.max_scale = 1.5;
+  std::set<int64_t> heights;
+  for (int i = 0; i < 20; ++i) {
+    Example ex = synthetic_example(480, 640, {{100, 40, 200, 120}});
+    random_resize_min_max(ex, o, rng);
+    // Aspect kept: 4:3 up to rounding, short side in [120, 360].
+    EXPECT_NEAR(static_cast<double>(ex.width()) / static_cast<double>(ex.height()), 4.0 / 3.0, 0.02);
+    EXPECT_GE(ex.height(), 120);
+    EXPECT_LE(ex.height(), 360);
+    heights.insert(ex.height());
+  }
+  EXPECT_GT(heights.size(), 10u);
+  o.min_scale = o.max_scale = 1.0;
+  Example ex = synthetic_example(480, 640, {});
+  random_resize_min_max(ex, o, rng);
+  EXPECT_EQ(ex.height(), 240);
+  EXPECT_EQ(ex.width(), 320);
+}
+
 TEST(Transforms, FixedResizeUsesPerAxisScales) {
   Example ex = synthetic_example(480, 640, {{100, 60, 200, 150}});
   ex.label_map = at::zeros({480, 640}, at::kByte);

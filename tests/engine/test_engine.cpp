@@ -19,6 +19,7 @@
 #include "detseg/config/config.h"
 #include "detseg/core/error.h"
 #include "detseg/data/readers/coco.h"
+#include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/engine/train_loop.h"
 #include "detseg/models/build.h"
@@ -475,4 +476,56 @@ TEST(Inputs, MaxImagesKeepsTheFirstImagesAndTheirAnnotations) {
     EXPECT_EQ(dataset->coco().images[static_cast<size_t>(dataset->image_position(i))].id, all.images[static_cast<size_t>(i)].id);
   input.max_images = 0;
   EXPECT_EQ(detseg::make_detection_dataset(input, false)->size(), static_cast<int64_t>(all.images.size()));
+}
+
+// model.resizer keep_aspect (the reference's keep_aspect_ratio_resizer): 640x480 demo images with
+// min_dimension 100 become 133x100, and each batch is padded to a multiple of 32 (160x128), not to
+// a square. Both detector families make anchors for that size, train on it and evaluate through it.
+TEST(Engine, KeepAspectResizerPadsEachBatchToAMultipleOf32) {
+  for (const std::string type : {"retinanet", "faster_rcnn"}) {
+    SCOPED_TRACE(type);
+    std::vector<std::string> overrides = {"model.type=" + type, "model.resizer=keep_aspect", "model.min_dimension=100",
+                                          "model.max_dimension=200", "train.num_steps=2"};
+    if (type == "faster_rcnn")
+      overrides.insert(overrides.end(), {"model.faster_rcnn.first_stage_box_predictor_depth=32",
+                                         "model.faster_rcnn.representation_size=64"});
+    const detseg::PipelineConfig config = make_config(overrides);
+    auto model = detseg::build_detector(config);
+    auto dataset = detseg::make_detection_dataset(config.eval_input, /*training=*/false);
+    detseg::LoaderOptions options = detseg::make_loader_options(config, config.eval_input, false, 2, model->input_size());
+    detseg::Loader loader(dataset->size(), [dataset](int64_t i) { return dataset->get(i); }, options);
+    detseg::Batch batch;
+    ASSERT_TRUE(loader.next(batch));
+    EXPECT_EQ(batch.images.sizes(), (at::IntArrayRef{2, 3, 128, 160}));
+    EXPECT_EQ(batch.image_sizes[0][0].item<int64_t>(), 100);
+    EXPECT_EQ(batch.image_sizes[0][1].item<int64_t>(), 133);
+    // Detections come back in the original 640x480 pixels.
+    model->eval();
+    {
+      at::NoGradGuard no_grad;
+      for (const detseg::Boxes& d : model->detect(batch))
+        if (d.size() > 0) {
+          EXPECT_LE(d.boxes.select(1, 2).max().item<float>(), 640.0f + 1e-3f);
+          EXPECT_LE(d.boxes.select(1, 3).max().item<float>(), 480.0f + 1e-3f);
+        }
+    }
+    // A square batch of another size is refused with the rule, not a LibTorch shape error.
+    detseg::Batch odd = batch;
+    odd.images = at::zeros({2, 3, 100, 100});
+    try {
+      model->detect(odd);
+      ADD_FAILURE() << "a 100x100 batch was accepted";
+    } catch (const detseg::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("multiples of 32"), std::string::npos) << e.what();
+    }
+    // Training (scale jitter 0.8-1.2 in this config: several batch sizes) and the final evaluation.
+    const fs::path dir = workdir() / ("keep_aspect_" + type);
+    fs::remove_all(dir);
+    detseg::TrainResult r = detseg::train_model(config, dir.string());
+    EXPECT_EQ(r.step, 2);
+    EXPECT_TRUE(std::isfinite(r.last_loss));
+    const detseg::EvalReport report = detseg::evaluate_checkpoint(config, r.last_checkpoint);
+    EXPECT_EQ(report.num_images, 2);
+    EXPECT_GE(report.scalars.size(), 12u) << report.text;
+  }
 }

@@ -52,6 +52,26 @@ ImageGeometry resize_keep_aspect(Example& ex, int64_t out_h, int64_t out_w) {
 
 ImageGeometry resize_fixed(Example& ex, int64_t out_h, int64_t out_w) { return transform_resize(ex, out_h, out_w); }
 
+ImageGeometry resize_min_max(Example& ex, double min_dimension, double max_dimension) {
+  DETSEG_CHECK(min_dimension > 0 && max_dimension >= min_dimension,
+               "resize_min_max: need 0 < min_dimension <= max_dimension, got ", min_dimension, ", ", max_dimension);
+  const double h = static_cast<double>(ex.height()), w = static_cast<double>(ex.width());
+  double scale = min_dimension / std::min(h, w);
+  if (scale * std::max(h, w) > max_dimension) scale = max_dimension / std::max(h, w);
+  // The collate pads each batch to its largest image: no fixed canvas.
+  ex.canvas_height = 0;
+  ex.canvas_width = 0;
+  return transform_resize(ex, std::min(round_size(scale * h), static_cast<int64_t>(std::floor(max_dimension))),
+                          std::min(round_size(scale * w), static_cast<int64_t>(std::floor(max_dimension))));
+}
+
+ImageGeometry random_resize_min_max(Example& ex, const MinMaxOptions& o, Rng& rng) {
+  DETSEG_CHECK(o.min_scale > 0 && o.max_scale >= o.min_scale, "min-max resize: need 0 < min_scale <= max_scale, got ",
+               o.min_scale, ", ", o.max_scale);
+  const double s = o.min_scale == o.max_scale ? o.min_scale : uniform(rng, o.min_scale, o.max_scale);
+  return resize_min_max(ex, s * o.min_dimension, s * o.max_dimension);
+}
+
 bool random_hflip(Example& ex, Rng& rng, double p) {
   if (uniform(rng, 0, 1) >= p) return false;
   transform_hflip(ex);
@@ -105,6 +125,9 @@ void augment(Example& ex, const AugmentOptions& o, Rng& rng) {
       break;
     case AugmentOptions::Resize::kDeepLab:
       random_scale_crop_pad(ex, o.out_h, o.out_w, o.deeplab, rng);
+      break;
+    case AugmentOptions::Resize::kMinMax:
+      random_resize_min_max(ex, o.min_max, rng);
       break;
   }
 }

@@ -18,12 +18,35 @@ DenseDetectorImpl::DenseDetectorImpl(DenseDetectorOptions options, std::shared_p
   level_sizes_ = level_sizes(options_.anchors);
 }
 
+at::Tensor DenseDetectorImpl::anchors_for(int64_t height, int64_t width, const at::Device& device) const {
+  if (height == options_.image_size && width == options_.image_size) return anchors_.on(device);
+  std::lock_guard<std::mutex> lock(anchor_cache_mutex_);
+  auto it = anchor_cache_.find({height, width});
+  if (it == anchor_cache_.end()) {
+    MultiLevelAnchorOptions o = options_.anchors;
+    o.image_height = height;
+    o.image_width = width;
+    it = anchor_cache_.emplace(std::make_pair(height, width), DeviceCachedTensor(multilevel_anchors(o))).first;
+  }
+  return it->second.on(device);
+}
+
+std::vector<std::pair<int64_t, int64_t>> DenseDetectorImpl::level_sizes_for(int64_t height, int64_t width) const {
+  if (height == options_.image_size && width == options_.image_size) return level_sizes_;
+  MultiLevelAnchorOptions o = options_.anchors;
+  o.image_height = height;
+  o.image_width = width;
+  return level_sizes(o);
+}
+
 std::pair<at::Tensor, at::Tensor> DenseDetectorImpl::targets(const Batch& batch) {
   const int64_t batch_size = batch.size();
   std::vector<at::Tensor> cls(batch_size), box(batch_size);
   const int64_t per_location = anchors_per_location(options_.anchors);
+  const int64_t height = batch.images.size(2), width = batch.images.size(3);
   // Targets are made on the ground truth's device (the anchors' copy there is cached).
-  const at::Tensor anchors = anchors_.on(batch.boxes.device());
+  const at::Tensor anchors = anchors_for(height, width, batch.boxes.device());
+  const auto levels = level_sizes_for(height, width);
   // num_boxes is a host tensor (see Batch); to(kCPU) is a no-op then and keeps the reads free.
   const at::Tensor num_boxes = batch.num_boxes.to(at::kCPU);
   for (int64_t b = 0; b < batch_size; ++b) {
@@ -36,7 +59,7 @@ std::pair<at::Tensor, at::Tensor> DenseDetectorImpl::targets(const Batch& batch)
       gt_boxes = gt_boxes.index({keep});
       gt_classes = gt_classes.index({keep});
     }
-    DenseTargets t = label_anchors(anchors, level_sizes_, per_location, gt_boxes, gt_classes, options_.labeler);
+    DenseTargets t = label_anchors(anchors, levels, per_location, gt_boxes, gt_classes, options_.labeler);
     std::vector<at::Tensor> level_cls, level_box;
     for (size_t l = 0; l < t.cls_targets.size(); ++l) {
       level_cls.push_back(t.cls_targets[l].reshape({-1}));
@@ -49,10 +72,7 @@ std::pair<at::Tensor, at::Tensor> DenseDetectorImpl::targets(const Batch& batch)
 }
 
 void DenseDetectorImpl::check_input(const Batch& batch) const {
-  DETSEG_CHECK(batch.images.dim() == 4 && batch.images.size(2) == options_.image_size &&
-                   batch.images.size(3) == options_.image_size,
-               "dense detector: batch images are ", batch.images.sizes(), " but the model expects [B, 3, ",
-               options_.image_size, ", ", options_.image_size, "]");
+  check_detector_input(batch.images, options_.image_size, options_.size_divisibility, "dense detector");
 }
 
 ModelLosses DenseDetectorImpl::losses(const Batch& batch) {
@@ -85,7 +105,7 @@ ModelLosses DenseDetectorImpl::losses_from(const DenseOutputs& out, const Batch&
 }
 
 Boxes DenseDetectorImpl::postprocess(const at::Tensor& cls_logits, const at::Tensor& box_regression,
-                                     int64_t valid_height, int64_t valid_width) const {
+                                     const at::Tensor& all_anchors, int64_t valid_height, int64_t valid_width) const {
   // cls_logits: [A, K], box_regression: [A, 4]
   const auto& post = options_.postprocess;
   at::Tensor scores, anchor_index, classes;
@@ -105,7 +125,7 @@ Boxes DenseDetectorImpl::postprocess(const at::Tensor& cls_logits, const at::Ten
   scores = scores.index({keep});
   classes = classes.index({keep});
   anchor_index = anchor_index.index({keep});
-  at::Tensor anchors = anchors_.on(box_regression.device()).index_select(0, anchor_index);
+  at::Tensor anchors = all_anchors.index_select(0, anchor_index);
   at::Tensor boxes = decode_boxes(box_regression.index_select(0, anchor_index).to(at::kFloat), anchors);
   // Keep predictions inside the valid (unpadded) image region.
   boxes = at::stack({boxes.select(1, 0).clamp(0, valid_width), boxes.select(1, 1).clamp(0, valid_height),
@@ -126,10 +146,11 @@ Boxes DenseDetectorImpl::postprocess(const at::Tensor& cls_logits, const at::Ten
 
 std::vector<Boxes> DenseDetectorImpl::detections_from(const DenseOutputs& out, const Batch& batch) const {
   std::vector<Boxes> results;
+  const at::Tensor anchors = anchors_for(batch.images.size(2), batch.images.size(3), out.box_regression.device());
   for (int64_t b = 0; b < batch.size(); ++b) {
     const int64_t h = batch.image_sizes[b][0].item<int64_t>();
     const int64_t w = batch.image_sizes[b][1].item<int64_t>();
-    Boxes d = postprocess(out.cls_logits[b].detach(), out.box_regression[b].detach(), h, w);
+    Boxes d = postprocess(out.cls_logits[b].detach(), out.box_regression[b].detach(), anchors, h, w);
     d.boxes = geometry_invert_boxes(batch.geometries[static_cast<size_t>(b)], d.boxes);
     results.push_back(std::move(d));
   }

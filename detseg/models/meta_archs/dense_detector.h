@@ -5,7 +5,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "detseg/losses/detection_loss.h"
 #include "detseg/models/dense_outputs.h"
@@ -28,6 +30,7 @@ struct DensePostprocessOptions {
 struct DenseDetectorOptions {
   int64_t num_classes = 1;
   int64_t image_size = 512;
+  int64_t size_divisibility = 0;  // keep_aspect: batches of any multiple of this (anchors per size); 0: square
   MultiLevelAnchorOptions anchors;
   AnchorLabelerOptions labeler;
   DetectionLossOptions loss;
@@ -48,13 +51,18 @@ class DenseDetectorImpl : public DetectorImpl {
   std::pair<ModelLosses, std::vector<Boxes>> losses_and_detect(const Batch& batch) override;
   int64_t input_size() const override { return options_.image_size; }
 
+  // Anchors for a height x width batch in the network's output order, [A, 4] xyxy (cached per size
+  // and device), and the pyramid's (h, w) per level.
+  at::Tensor anchors_for(int64_t height, int64_t width, const at::Device& device) const;
+  std::vector<std::pair<int64_t, int64_t>> level_sizes_for(int64_t height, int64_t width) const;
   // Dense targets for a batch, anchors in the network's output order:
   //   cls [B, A] int64 (k >= 0 class, -1 background, -2 ignored), box [B, A, 4] codes.
   std::pair<at::Tensor, at::Tensor> targets(const Batch& batch);
-  // Detections of one image from raw outputs, in network-input pixels (before mapping back).
-  Boxes postprocess(const at::Tensor& cls_logits, const at::Tensor& box_regression,
+  // Detections of one image from raw outputs, in network-input pixels (before mapping back), for
+  // anchors made for that input (anchors_for).
+  Boxes postprocess(const at::Tensor& cls_logits, const at::Tensor& box_regression, const at::Tensor& anchors,
                     int64_t valid_height, int64_t valid_width) const;
-  // The anchors on the CPU; anchors_on(device) hands out a copy cached per device.
+  // The anchors of an image_size square input on the CPU; anchors_on(device): cached copies.
   const at::Tensor& anchors() const { return anchors_.cpu(); }
   at::Tensor anchors_on(const at::Device& device) const { return anchors_.on(device); }
   const DenseDetectorOptions& options() const { return options_; }
@@ -65,6 +73,9 @@ class DenseDetectorImpl : public DetectorImpl {
   NetworkForward forward_;
   DeviceCachedTensor anchors_;  // [A, 4] xyxy for an image_size x image_size input (CPU + copies)
   std::vector<std::pair<int64_t, int64_t>> level_sizes_;
+  // keep_aspect: anchors of other batch sizes, keyed by (height, width).
+  mutable std::mutex anchor_cache_mutex_;
+  mutable std::map<std::pair<int64_t, int64_t>, DeviceCachedTensor> anchor_cache_;
 
   void check_input(const Batch& batch) const;
   ModelLosses losses_from(const DenseOutputs& out, const Batch& batch);

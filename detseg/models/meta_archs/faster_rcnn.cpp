@@ -120,10 +120,7 @@ at::Tensor FasterRcnnImpl::anchors_for(const std::vector<std::array<int64_t, 2>>
 }
 
 void FasterRcnnImpl::check_input(const Batch& batch) const {
-  DETSEG_CHECK(batch.images.dim() == 4 && batch.images.size(2) == options_.image_size &&
-                   batch.images.size(3) == options_.image_size,
-               "faster_rcnn: batch images are ", batch.images.sizes(), " but the model expects [B, 3, ",
-               options_.image_size, ", ", options_.image_size, "]");
+  check_detector_input(batch.images, options_.image_size, options_.size_divisibility, "faster_rcnn");
 }
 
 FasterRcnnImpl::GroundTruth FasterRcnnImpl::ground_truth(const Batch& batch, int64_t b) const {

@@ -37,6 +37,7 @@ namespace detseg {
 struct FasterRcnnOptions {
   int64_t num_classes = 1;
   int64_t image_size = 512;
+  int64_t size_divisibility = 0;  // keep_aspect: batches of any multiple of this; 0: image_size square
   int64_t number_of_stages = 2;  // 1, 2 or 3 (3 runs as 2 in training)
   // ---- first stage ----
   std::vector<double> anchor_sizes{32, 64, 128, 256, 512};  // base size per pyramid level P2..P6
