@@ -219,6 +219,9 @@ void visit_model(V& v, ModelConfig& c) {
   v.field("aspect_ratios", c.aspect_ratios, items(1, 16, range(0.01, 100)), "Anchor aspect ratios");
   v.field("anchor_scale", c.anchor_scale, range(0.1, 64), "Anchor size relative to the level stride");
   v.field("fpn_channels", c.fpn_channels, range(8, 2048), "FPN width (RetinaNet)");
+  v.field("head_norm", c.head_norm, one_of({"none", "group_norm"}),
+          "RetinaNet head convs: none (torchvision's retinanet_resnet50_fpn) or group_norm (32 groups, "
+          "retinanet_resnet50_fpn_v2; trains much faster from scratch)");
   v.field("frozen_batch_norm", c.frozen_batch_norm, any(), "Backbone batch norm frozen (statistics and affine)");
   v.field("trainable_backbone_stages", c.trainable_backbone_stages, range(0, 5),
           "ResNet stages trained, counted from the top (torchvision's trainable_backbone_layers)");
@@ -802,6 +805,9 @@ void check_consistency(const PipelineConfig& c) {
   DETSEG_CONFIG_CHECK(c.model.resizer != "keep_aspect" || (c.model.type != "deeplabv3plus" && c.model.type != "deeplabv3"),
                       at, "model.resizer: keep_aspect is for detectors; DeepLab trains on model.deeplab.crop_size crops "
                       "and evaluates at full resolution");
+  DETSEG_CONFIG_CHECK(c.model.head_norm == "none" || (c.model.type == "retinanet" && c.model.fpn_channels % 32 == 0), at,
+                      "model.head_norm: group_norm is for RetinaNet with model.fpn_channels a multiple of 32 (32 "
+                      "groups), got ", c.model.type, " with ", c.model.fpn_channels, " channels");
   DETSEG_CONFIG_CHECK(c.model.pixel_mean.size() == 3 && c.model.pixel_std.size() == 3, at,
                       "model.pixel_mean and model.pixel_std need 3 values (RGB)");
   DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,

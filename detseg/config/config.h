@@ -121,6 +121,7 @@ struct ModelConfig {
   std::vector<double> aspect_ratios = {1.0, 2.0, 0.5};
   double anchor_scale = 4.0;
   int64_t fpn_channels = 256;
+  std::string head_norm = "none";     // RetinaNet head: none (torchvision v1) | group_norm (v2)
   bool frozen_batch_norm = true;
   int64_t trainable_backbone_stages = 3;
   double matched_threshold = 0.5;

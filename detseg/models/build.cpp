@@ -198,7 +198,8 @@ std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config) {
         .frozen_bn(m.frozen_batch_norm)
         .frozen_stages(5 - m.trainable_backbone_stages)
         .fpn_channels(m.fpn_channels)
-        .num_anchors(num_anchors);
+        .num_anchors(num_anchors)
+        .head_group_norm_groups(m.head_norm == "group_norm" ? 32 : 0);
     auto network = std::make_shared<RetinaNetNetworkImpl>(net_options);
     return std::make_shared<DenseDetectorImpl>(options, network,
                                                [network](const at::Tensor& x) { return network->forward(x); });

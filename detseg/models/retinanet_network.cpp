@@ -29,7 +29,8 @@ RetinaNetNetworkImpl::RetinaNetNetworkImpl(const RetinaNetNetworkOptions& option
   head = register_module(
       "head", RetinaNetHead(RetinaNetHeadOptions(options.fpn_channels(), options.num_anchors(),
                                                  options.num_classes())
-                                .prior_probability(options.prior_probability())));
+                                .prior_probability(options.prior_probability())
+                                .group_norm_groups(options.head_group_norm_groups())));
 }
 
 DenseOutputs RetinaNetNetworkImpl::forward(const at::Tensor& images) {

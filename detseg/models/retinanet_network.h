@@ -24,6 +24,7 @@ struct RetinaNetNetworkOptions {
   TORCH_ARG(int64_t, num_anchors) = 9;    // 3 scales x 3 aspect ratios
   TORCH_ARG(bool, p6_from_p5) = true;     // false: torchvision's retinanet_resnet50_fpn_v2 style
   TORCH_ARG(double, prior_probability) = 0.01;
+  TORCH_ARG(int64_t, head_group_norm_groups) = 0;  // >0: GroupNorm in the head convs (torchvision v2: 32)
 };
 
 // torchvision's BackboneWithFPN: children "body" (ResNet) and "fpn".

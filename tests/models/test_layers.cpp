@@ -6,6 +6,7 @@
 #include <torch/nn/module.h>
 
 #include <filesystem>
+#include <set>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
@@ -221,3 +222,39 @@ TEST(RetinaNetHead, WinogradTrainingPathMatchesPerLevelDirectConvolution) {
 }
 
 }  // namespace
+
+// head_norm group_norm: each conv of a subnet is followed by GroupNorm (child conv.i.1, torchvision
+// v2's layout) per level and image, then ReLU; training and inference take the same path.
+TEST(RetinaNetHead, GroupNormSubnetMatchesConvGroupNormReluByHand) {
+  at::manual_seed(5);
+  detseg::RetinaNetHead head(detseg::RetinaNetHeadOptions(8, 2, 3).num_convs(2).group_norm_groups(4));
+  {
+    at::NoGradGuard g;
+    for (auto& p : head->parameters()) p.normal_(0, 0.3);
+  }
+  std::set<std::string> names;
+  for (const auto& p : head->named_parameters()) names.insert(p.key());
+  EXPECT_TRUE(names.count("classification_head.conv.1.1.weight"));
+  EXPECT_TRUE(names.count("regression_head.conv.0.1.bias"));
+  const std::vector<at::Tensor> features = {at::randn({2, 8, 6, 5}), at::randn({2, 8, 3, 3})};
+  auto& subnet = head->classification_head;
+  std::vector<at::Tensor> want;
+  for (const at::Tensor& f : features) {
+    at::Tensor x = f;
+    for (size_t i = 0; i < subnet->convs.size(); ++i) {
+      x = at::conv2d(x, subnet->convs[i]->conv->weight, subnet->convs[i]->conv->bias, 1, 1);
+      x = at::relu(at::group_norm(x, 4, subnet->group_norms[i]->weight, subnet->group_norms[i]->bias, 1e-5));
+    }
+    x = at::conv2d(x, subnet->predictor->weight, subnet->predictor->bias, 1, 1);
+    want.push_back(detseg::flatten_dense_prediction(x, 3));
+  }
+  const at::Tensor expected = at::cat(want, 1);
+  for (bool training : {true, false}) {
+    head->train(training);
+    at::NoGradGuard g;
+    const at::Tensor got = subnet->forward(features);
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    EXPECT_LT((got - expected).abs().max().item<double>(), 1e-4 * expected.abs().max().item<double>()) << training;
+  }
+  EXPECT_THROW(detseg::RetinaNetHead(detseg::RetinaNetHeadOptions(8, 2, 3).group_norm_groups(3)), c10::Error);
+}

@@ -28,6 +28,13 @@ RetinaNetSubnetImpl::RetinaNetSubnetImpl(const RetinaNetHeadOptions& options,
     conv_list->push_back(convs.back());
     torch::nn::init::normal_(convs.back()->conv->weight, 0.0, 0.01);
     torch::nn::init::zeros_(convs.back()->conv->bias);
+    if (options.group_norm_groups() > 0) {
+      TORCH_CHECK(c % options.group_norm_groups() == 0, "RetinaNetHead: ", c, " channels do not split into ",
+                  options.group_norm_groups(), " groups");
+      // Registered inside conv.i as child "1", torchvision's Conv2dNormActivation layout.
+      group_norms.push_back(convs.back()->register_module(
+          "1", torch::nn::GroupNorm(torch::nn::GroupNormOptions(options.group_norm_groups(), c))));
+    }
   }
   register_module("conv", conv_list);
   predictor = register_module(predictor_name,
@@ -42,7 +49,7 @@ at::Tensor RetinaNetSubnetImpl::forward(const std::vector<at::Tensor>& features)
   // Training (and plain-layout inference): the convs are shared across levels, so every level's
   // tiles go through one Winograd GEMM per conv where that pays (ops/winograd_conv.h; judged on the
   // largest level), else each level through at::conv2d.
-  if (!features.empty() && !mkldnn_inference_enabled(features[0], is_training())) {
+  if (!features.empty() && (!group_norms.empty() || !mkldnn_inference_enabled(features[0], is_training()))) {
     auto shared_conv = [&](std::vector<at::Tensor> xs, torch::nn::Conv2d& conv) {
       if (winograd_applies(features[0], conv->weight, {1, 1}, {1, 1}, {1, 1}, 1))
         return winograd_conv3x3(xs, conv->weight, conv->bias);
@@ -50,9 +57,12 @@ at::Tensor RetinaNetSubnetImpl::forward(const std::vector<at::Tensor>& features)
       return xs;
     };
     std::vector<at::Tensor> xs = features;
-    for (auto& conv : convs) {
-      xs = shared_conv(xs, conv->conv);
-      for (at::Tensor& x : xs) apply_activation_(x, conv->options.activation());
+    for (size_t i = 0; i < convs.size(); ++i) {
+      xs = shared_conv(xs, convs[i]->conv);
+      for (at::Tensor& x : xs) {
+        if (!group_norms.empty()) x = group_norms[i]->forward(x);
+        apply_activation_(x, convs[i]->options.activation());
+      }
     }
     for (const at::Tensor& x : shared_conv(xs, predictor))
       outs.push_back(flatten_dense_prediction(x, outputs_per_anchor));

@@ -1,11 +1,14 @@
 // Implements: RetinaNet's class and box subnets (torchvision 0.14 RetinaNetHead: 4 conv 3x3 + ReLU
 // layers shared across levels, no norm), keys head.classification_head.conv.i.0.* / cls_logits.*
-// and head.regression_head.conv.i.0.* / bbox_reg.*.
+// and head.regression_head.conv.i.0.* / bbox_reg.*. With group_norm_groups > 0 each conv is followed
+// by GroupNorm (conv.i.1.*), as in torchvision's retinanet_resnet50_fpn_v2: statistics per image and
+// level, which lets a head trained from scratch learn much faster than the plain one.
 #pragma once
 
 #include <torch/arg.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include <vector>
@@ -22,6 +25,7 @@ struct RetinaNetHeadOptions {
   TORCH_ARG(int64_t, num_classes);
   TORCH_ARG(int64_t, num_convs) = 4;
   TORCH_ARG(double, prior_probability) = 0.01;  // class bias = -log((1 - p) / p)
+  TORCH_ARG(int64_t, group_norm_groups) = 0;    // 0: no norm (torchvision v1); 32: v2's GroupNorm
 };
 
 // One subnet: conv.i (conv 3x3 + ReLU) then a predictor conv producing A * outputs_per_anchor.
@@ -35,6 +39,7 @@ class RetinaNetSubnetImpl : public torch::nn::Module {
 
   int64_t outputs_per_anchor;
   std::vector<ConvBnAct> convs;
+  std::vector<torch::nn::GroupNorm> group_norms;  // one per conv, or none
   torch::nn::Conv2d predictor{nullptr};
   PackedConvWeights packed_predictor;  // oneDNN inference path
 };

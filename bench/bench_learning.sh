@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Equal-time learning benchmark: detseg and torchvision (the venv's 0.26) train the same model
+# (RetinaNet-R18-FPN256 from scratch) with the same recipe for the same wall-clock minutes on this
+# machine, one after the other, and both are scored by the same evaluator (detseg coco-eval, equal
+# to pycocotools) on BCCD's test split. Prints steps, seconds per step, AP, AP50 and per-class AP.
+# detseg's budget includes its start-up and data loading; it stops on SIGTERM (checkpoint, exit).
+#   bash bench/bench_learning.sh [minutes per framework, default 10] [threads, default 2]
+# Needs build/detseg (scripts/build.sh), the venv's torchvision (scripts/setup.sh --peers) and
+# ../shared/data/bccd (or BCCD_DIR).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+minutes=${1:-10}
+threads=${2:-2}
+bin=${DETSEG_BIN:-$here/build/detseg}
+python=${DETSEG_PYTHON:-$here/.venv/bin/python}
+bccd=${BCCD_DIR:-$here/../shared/data/bccd}/BCCD
+out=$(mktemp -d /tmp/detseg_bench_learning.XXXXXX)
+printf 'RBC\nWBC\nPlatelets\n' > "$out/labels.txt"
+for split in train test; do
+  "$bin" -q convert voc "$bccd" --split $split --label-map "$out/labels.txt" -o "$out/$split.json" > /dev/null
+done
+config=$here/bench/configs/learning_retinanet_r18_bccd.yaml
+data=(--set "train_input.annotations=$out/train.json" --set "train_input.images=$bccd/JPEGImages"
+      --set "eval_input.annotations=$out/test.json" --set "eval_input.images=$bccd/JPEGImages")
+echo "equal-time learning: ${minutes} min each, $threads threads, BCCD train -> test; results in $out"
+
+# detseg: trains until the budget's SIGTERM, which writes a checkpoint; then detections on test.
+set +e
+OMP_WAIT_POLICY=passive timeout -s TERM "${minutes}m" "$bin" --threads "$threads" -q train --config "$config" \
+  "${data[@]}" --model-dir "$out/detseg" > "$out/detseg-train.log" 2>&1
+set -e
+ckpt=$(ls -1 "$out"/detseg/ckpt-*.dsckpt | sort -V | tail -1)
+"$bin" --threads "$threads" -q eval --config "$config" "${data[@]}" --checkpoint "$ckpt" --no-metrics \
+  --detections "$out/detseg-detections.json" > /dev/null
+
+# torchvision: the same recipe in Python.
+"$python" "$here/bench/peers/learning_torchvision.py" --train "$out/train.json" --test "$out/test.json" \
+  --images "$bccd/JPEGImages" --seconds $((minutes * 60)) --threads "$threads" \
+  --out "$out/torchvision-detections.json" > "$out/torchvision.json"
+
+for who in detseg torchvision; do
+  "$bin" -q coco-eval --gt "$out/test.json" --dt "$out/$who-detections.json" --json "$out/$who-metrics.json" > /dev/null
+done
+"$python" - "$out" "$minutes" <<'PY'
+import json, os, sys
+out, minutes = sys.argv[1], float(sys.argv[2])
+rows = [json.loads(l) for l in open(os.path.join(out, "detseg", "metrics.jsonl")) if '"split": "train"' in l or '"split":"train"' in l]
+steps = max(r["step"] for r in rows)
+span = rows[-1]["time"] - rows[0]["time"]
+first = rows[0]["step"]
+d_spp = span / max(steps - first, 1)
+tv = json.load(open(os.path.join(out, "torchvision.json")))
+runs = {"detseg": (steps, d_spp), "torchvision": (tv["steps"], tv["seconds_per_step"])}
+print(f"{'':12s} {'steps':>6s} {'s/step':>7s} {'AP':>6s} {'AP50':>6s}  per-class AP")
+ap = {}
+for who, (n, spp) in runs.items():
+    m = json.load(open(os.path.join(out, f"{who}-metrics.json")))
+    per = " ".join(f"{k} {v:.3f}" for k, v in m["per_category_ap"].items())
+    ap[who] = m["stats"][0]
+    print(f"{who:12s} {n:6d} {spp:7.3f} {m['stats'][0]:6.3f} {m['stats'][1]:6.3f}  {per}")
+print(f"detseg AP - torchvision AP at {minutes:g} min each: {ap['detseg'] - ap['torchvision']:+.3f} (goal >= +0.03)")
+PY
