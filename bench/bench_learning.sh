@@ -51,11 +51,11 @@ first = rows[0]["step"]
 d_spp = span / max(steps - first, 1)
 tv = json.load(open(os.path.join(out, "torchvision.json")))
 runs = {"detseg": (steps, d_spp), "torchvision": (tv["steps"], tv["seconds_per_step"])}
-print(f"{'':12s} {'steps':>6s} {'s/step':>7s} {'AP':>6s} {'AP50':>6s}  per-class AP")
+print(f"{'':12s} {'steps':>6s} {'s/step':>7s} {'AP':>6s} {'AP50':>6s}  per class AP/AP50")
 ap = {}
 for who, (n, spp) in runs.items():
     m = json.load(open(os.path.join(out, f"{who}-metrics.json")))
-    per = " ".join(f"{k} {v:.3f}" for k, v in m["per_category_ap"].items())
+    per = "  ".join(f"{c['name']} {c['ap']:.3f}/{c.get('ap50', -1):.3f}" for c in m["per_category"])
     ap[who] = m["stats"][0]
     print(f"{who:12s} {n:6d} {spp:7.3f} {m['stats'][0]:6.3f} {m['stats'][1]:6.3f}  {per}")
 print(f"detseg AP - torchvision AP at {minutes:g} min each: {ap['detseg'] - ap['torchvision']:+.3f} (goal >= +0.03)")

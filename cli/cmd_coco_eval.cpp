@@ -61,6 +61,10 @@ std::string result_json(const CocoEvalArgs& args, const CocoDataset& gt, const C
     append_json_string(out, category_name(gt, r.params.category_ids[k]));
     out += ", \"ap\": ";
     append_json_number(out, r.per_category_ap[k]);
+    if (k < r.per_category_ap50.size()) {
+      out += ", \"ap50\": ";
+      append_json_number(out, r.per_category_ap50[k]);
+    }
     out += "}";
   }
   out += "],\n \"counts\": {\"images\": " + std::to_string(gt.images.size()) +
@@ -109,13 +113,17 @@ int run_coco_eval(const CocoEvalArgs& args) {
               dt.annotations.size());
   std::fputs(coco_summary_text(result).c_str(), stdout);
   if (args.per_class && !result.per_category_ap.empty()) {
-    std::printf("\n%8s  %-24s %s\n", "id", "category", "AP");
+    const bool ap50 = result.per_category_ap50.size() == result.per_category_ap.size();
+    std::printf("\n%8s  %-24s %5s%s\n", "id", "category", "AP", ap50 ? "   AP50" : "");
     for (size_t k = 0; k < result.per_category_ap.size(); ++k) {
       const int64_t id = result.params.category_ids[k];
       const double ap = result.per_category_ap[k];
       if (ap < 0)
         std::printf("%8lld  %-24s %s\n", static_cast<long long>(id), category_name(gt, id).c_str(),
                     "-1 (no ground truth)");
+      else if (ap50)
+        std::printf("%8lld  %-24s %.3f  %.3f\n", static_cast<long long>(id), category_name(gt, id).c_str(), ap,
+                    result.per_category_ap50[k]);
       else
         std::printf("%8lld  %-24s %.3f\n", static_cast<long long>(id), category_name(gt, id).c_str(), ap);
     }

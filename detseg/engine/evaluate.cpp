@@ -246,6 +246,11 @@ std::string eval_result_json(const DetectionEvalResult& r) {
     std::snprintf(buf, sizeof(buf), "%.17g", r.coco.per_category_ap[k]);
     out += str(k ? ", " : "", "\"", r.category_names[k], "\": ", buf);
   }
+  out += "},\n  \"per_category_ap50\": {";
+  for (size_t k = 0; k < r.coco.per_category_ap50.size() && k < r.category_names.size(); ++k) {
+    std::snprintf(buf, sizeof(buf), "%.17g", r.coco.per_category_ap50[k]);
+    out += str(k ? ", " : "", "\"", r.category_names[k], "\": ", buf);
+  }
   out += "},\n  \"losses\": {";
   for (size_t i = 0; i < r.losses.size(); ++i) {
     std::snprintf(buf, sizeof(buf), "%.9g", r.losses[i].second);
@@ -259,10 +264,15 @@ std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
   if (r.has_segm) out += " segm (instance masks):\n" + coco_summary_text(r.segm);
   for (auto& [name, value] : r.losses) out += str(" eval ", name, " = ", value, "\n");
   if (per_class) {
-    out += "\n category                       AP\n";
+    const bool ap50 = r.coco.per_category_ap50.size() == r.coco.per_category_ap.size();
+    out += ap50 ? "\n category                       AP    AP50\n" : "\n category                       AP\n";
     for (size_t k = 0; k < r.coco.per_category_ap.size() && k < r.category_names.size(); ++k) {
-      char line[128];
-      std::snprintf(line, sizeof(line), " %-28s %7.3f\n", r.category_names[k].c_str(), r.coco.per_category_ap[k]);
+      char line[160];
+      if (ap50)
+        std::snprintf(line, sizeof(line), " %-28s %7.3f %7.3f\n", r.category_names[k].c_str(), r.coco.per_category_ap[k],
+                      r.coco.per_category_ap50[k]);
+      else
+        std::snprintf(line, sizeof(line), " %-28s %7.3f\n", r.category_names[k].c_str(), r.coco.per_category_ap[k]);
       out += line;
     }
   }

@@ -402,9 +402,9 @@ CocoEvalParams resolve_params(const CocoEvalParams& params, const CocoDataset& g
   return p;
 }
 
-// AP@[.5:.95], area "all" (or the first range), the last max_dets, per category; -1 without
-// ground truth.
-std::vector<double> per_category_ap(const CocoEvalResult& out) {
+// AP over the IoU thresholds [t_first, t_last), area "all" (or the first range), the last max_dets,
+// per category; -1 without ground truth.
+std::vector<double> per_category_ap(const CocoEvalResult& out, int64_t t_first, int64_t t_last) {
   int64_t a_all = 0;
   for (int64_t a = 0; a < out.A; ++a)
     if (out.params.area_labels[a] == "all") {
@@ -414,7 +414,7 @@ std::vector<double> per_category_ap(const CocoEvalResult& out) {
   std::vector<double> aps, values;
   for (int64_t k = 0; k < out.K; ++k) {
     values.clear();
-    for (int64_t t = 0; t < out.T; ++t)
+    for (int64_t t = t_first; t < t_last; ++t)
       for (int64_t r = 0; r < out.R; ++r) {
         const double v = out.precision_at(t, r, k, a_all, out.M - 1);
         if (v > -1) values.push_back(v);
@@ -497,7 +497,15 @@ CocoEvalResult coco_evaluate(const CocoDataset& gt, const CocoDataset& dt, const
   out.seconds_accumulate = seconds_since(accumulate_start);
 
   out.stats = coco_summarize(out);
-  if (p.use_categories) out.per_category_ap = per_category_ap(out);
+  if (p.use_categories) {
+    out.per_category_ap = per_category_ap(out, 0, out.T);
+    // AP50 as pycocotools' stats[1] reads it: the IoU threshold 0.5 where the params have it.
+    for (int64_t t = 0; t < out.T; ++t)
+      if (std::abs(out.params.iou_thresholds[static_cast<size_t>(t)] - 0.5) < 1e-9) {
+        out.per_category_ap50 = per_category_ap(out, t, t + 1);
+        break;
+      }
+  }
   return out;
 }
 

@@ -44,6 +44,7 @@ struct CocoEvalResult {
   // AP over IoU .50:.95, area "all", the last max_dets, per category in params.category_ids
   // order; -1 where the category has no ground truth (empty in class-agnostic mode).
   std::vector<double> per_category_ap;
+  std::vector<double> per_category_ap50;  // the same at IoU 0.5 (empty when 0.5 is not a threshold)
   double seconds_evaluate = 0, seconds_accumulate = 0;
 
   double precision_at(int64_t t, int64_t r, int64_t k, int64_t a, int64_t m) const {

@@ -176,7 +176,9 @@ CocoRle rle_from_polygon(const double* xy, size_t k, int64_t height, int64_t wid
       std::swap(xs, xe);
       std::swap(ys, ye);
     }
-    const double s = dx >= dy ? static_cast<double>(ye - ys) / dx : static_cast<double>(xe - xs) / dy;
+    // A repeated vertex (dx = dy = 0) gives pycocotools 0/0; its one point is never read (its u
+    // equals its neighbours'), so a zero slope keeps the result and avoids casting NaN to int.
+    const double s = dx >= dy ? (dx == 0 ? 0.0 : static_cast<double>(ye - ys) / dx) : static_cast<double>(xe - xs) / dy;
     if (dx >= dy) {
       for (int d = 0; d <= dx; ++d) {
         const int t = flip ? dx - d : d;

@@ -113,6 +113,10 @@ void CocoEval_CategoryWithoutGroundTruthIsMinusOneAndLeftOutOfTheMean() {
   // pycocotools' precision is tp / (tp + fp + eps): a perfect AP is 1 - 2^-52, not 1.
   const double perfect = 1 / (1 + 2.220446049250313e-16);
   EXPECT_EQ(r.per_category_ap, (std::vector<double>{0, perfect, -1}));
+  ASSERT_EQ(r.per_category_ap50.size(), 3u);
+  EXPECT_EQ(r.per_category_ap50[0], 0.0);
+  EXPECT_NEAR(r.per_category_ap50[1], 1.0, 1e-15);
+  EXPECT_EQ(r.per_category_ap50[2], -1.0);
   EXPECT_DOUBLE_EQ(r.stats[0], 0.5);
 }
 
@@ -197,6 +201,20 @@ void CocoEval_HugeAndNegativeIdsWork() {
   EXPECT_NEAR(r.per_category_ap[1], 1.0, 1e-15);
 }
 
+void CocoEval_PerCategoryAp50CountsLooseBoxesThatApMostlyRejects() {
+  // Category 1: a detection with IoU 0.64 with its box (8x8 of 10x10) is a hit at 0.5..0.6 only:
+  // AP50 = 1 (less pycocotools' eps), AP = 3/10 of that. Category 2: perfect at every threshold.
+  CocoDataset gt = make_gt({1}, {1, 2}, {{1, 1, 0, 0, 10, 10}, {1, 2, 50, 50, 10, 10}});
+  CocoDataset dt = make_dt(gt, {{1, 1, 0, 0, 8, 8, 0.9}, {1, 2, 50, 50, 10, 10, 0.8}});
+  CocoEvalResult r = coco_evaluate(gt, dt);
+  ASSERT_EQ(r.per_category_ap50.size(), 2u);
+  EXPECT_NEAR(r.per_category_ap50[0], 1.0, 1e-15);
+  EXPECT_NEAR(r.per_category_ap[0], 0.3, 1e-12);
+  EXPECT_NEAR(r.per_category_ap50[1], 1.0, 1e-15);
+  // The mean over categories of AP50 is stats[1], as pycocotools reports it.
+  EXPECT_NEAR((r.per_category_ap50[0] + r.per_category_ap50[1]) / 2, r.stats[1], 1e-15);
+}
+
 // One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
 // per suite; each case keeps its name in the failure trace.
 TEST(CocoEval, AllCases) {
@@ -243,5 +261,9 @@ TEST(CocoEval, AllCases) {
   {
     SCOPED_TRACE("HugeAndNegativeIdsWork");
     CocoEval_HugeAndNegativeIdsWork();
+  }
+  {
+    SCOPED_TRACE("PerCategoryAp50CountsLooseBoxesThatApMostlyRejects");
+    CocoEval_PerCategoryAp50CountsLooseBoxesThatApMostlyRejects();
   }
 }

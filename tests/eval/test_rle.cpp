@@ -150,3 +150,16 @@ TEST(Rle, AllCases) {
     Rle_Coco128CrowdMasksRoundTripAndBoxes();
   }
 }
+
+// A vertex repeated back to back (common in hand-drawn COCO polygons) is a zero-length edge: the
+// mask is the same as without the repeat (pycocotools divides 0 by 0 there; found by fuzzing,
+// fuzz/regressions/coco_eval_pair/repeated_polygon_vertex).
+TEST(Rle, RepeatedPolygonVertexIsAZeroLengthEdge) {
+  const double square[] = {2, 1, 12.5, 1, 12.5, 9, 2, 9};
+  const double repeated[] = {2, 1, 12.5, 1, 12.5, 1, 12.5, 9, 2, 9, 2, 9};
+  const CocoRle a = rle_from_polygon(square, 4, 20, 30), b = rle_from_polygon(repeated, 6, 20, 30);
+  EXPECT_EQ(a.counts, b.counts);
+  EXPECT_GT(rle_area(a), 0);
+  const double point[] = {5, 5, 5, 5};
+  EXPECT_EQ(rle_area(rle_from_polygon(point, 2, 20, 30)), rle_area(rle_from_polygon(point, 1, 20, 30)));
+}
