@@ -100,8 +100,10 @@ cv::Mat wrap_bytes(const std::string& bytes) {
 
 }  // namespace
 
-// Refuses a raster above the limit from its header alone. Formats whose header is not read here
-// are held to the same limit by OpenCV's own check (OPENCV_IO_MAX_IMAGE_PIXELS, set below).
+// Refuses a raster above the limit from its header alone; a JPEG whose frame header cannot be found
+// is refused too (libjpeg would scan further than a header check that gave up). OpenCV's own
+// check (OPENCV_IO_MAX_IMAGE_PIXELS) is read when OpenCV loads, before main: the setenv below only
+// reaches it in child processes, so it is not the limit here.
 void check_image_size(const std::string& bytes, const std::string& name) {
   static const bool opencv_limit_set = [] {
     ::setenv("OPENCV_IO_MAX_IMAGE_PIXELS", std::to_string(g_max_image_pixels.load()).c_str(), 0);
@@ -109,7 +111,11 @@ void check_image_size(const std::string& bytes, const std::string& name) {
   }();
   (void)opencv_limit_set;
   int64_t width = 0, height = 0;
-  if (!image_header_size(bytes, width, height)) return;
+  if (!image_header_size(bytes, width, height)) {
+    DETSEG_CHECK(image_format(bytes) != ImageFormat::kJpeg, name,
+                 ": corrupt JPEG (no frame header before the image data: its size cannot be read)");
+    return;
+  }
   const int64_t limit = g_max_image_pixels.load();
   // Headers claim up to 2^32 (PNG) or 2^40 (PNM) a side: width * height can pass int64, so the
   // check divides and the message multiplies in double.

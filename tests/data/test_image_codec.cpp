@@ -122,3 +122,29 @@ TEST(ImageCodec, PnmIsWhatOpenCvTakesForPnm) {
   EXPECT_EQ(image_format("P1 4 1\n0 1 0 1\n"), ImageFormat::kPnm);
   EXPECT_EQ(image_format("P5\t4 1 255 "), ImageFormat::kPnm);
 }
+
+// Found by fuzz_image: SOI, a DAC segment, then bytes that are no marker; libjpeg skips such bytes
+// and found a 29778x20051 frame header further on (1.8 GB decoded) after the header check had
+// given up. Reproducer: fuzz/regressions/image/jpeg_garbage_before_a_huge_frame_header.
+TEST(ImageCodec, JpegHeaderScanSkipsGarbageAsLibjpegDoes) {
+  const std::string sof = std::string("\xff\xc0\x00\x11\x08", 5) + "\x74\x52" "\x4e\x53" + std::string(12, '\x01');
+  const std::string bomb = std::string("\xff\xd8\xff\xcc\x00\x02\x00\x01\x00\x00", 10) + sof + "\xff\xd9";
+  std::string msg = error_of([&] { check_image_size(bomb, "bomb.jpg"); });
+  EXPECT_NE(msg.find("bomb.jpg: image is 20051x29778 = 597078678 pixels, above the limit"), std::string::npos) << msg;
+  int64_t w = 0, h = 0;
+  // A stuffed FF 00 and fill bytes are not markers either.
+  const std::string stuffed = std::string("\xff\xd8\x12\xff\x00\xff\xff", 7) + sof;
+  ASSERT_TRUE(image_header_size(stuffed, w, h));
+  EXPECT_EQ(w, 20051);
+  EXPECT_EQ(h, 29778);
+  // No frame header before the scan data: refused, not handed to the decoder.
+  const std::string no_sof = std::string("\xff\xd8\xff\xda\x00\x02\xff\xd9", 8);
+  msg = error_of([&] { check_image_size(no_sof, "nosof.jpg"); });
+  EXPECT_NE(msg.find("nosof.jpg: corrupt JPEG (no frame header"), std::string::npos) << msg;
+  // Real files still pass.
+  const std::string real = read_file(std::string(DETSEG_SOURCE_DIR) + "/assets/demo/images/BloodImage_00000.jpg");
+  ASSERT_TRUE(image_header_size(real, w, h));
+  EXPECT_EQ(w, 640);
+  EXPECT_EQ(h, 480);
+  EXPECT_NO_THROW(check_image_size(real, "real.jpg"));
+}

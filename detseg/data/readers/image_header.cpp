@@ -22,30 +22,32 @@ uint32_t little_endian(const std::string& b, size_t at) {
 }
 
 // The frame header (SOF0..SOF15, not DHT/JPG/DAC) holds the size; skip marker segments to reach it.
+// Between segments, bytes that are not a marker are skipped as libjpeg's next_marker() skips them
+// (with a warning only): stopping there let a file whose header this scan gave up on reach the
+// decoder, which then found a 29778x20051 frame header further on (fuzz/regressions/image).
+// SOI, EOI and SOS before a frame header end the scan: libjpeg refuses those files.
 bool jpeg_size(const std::string& b, int64_t& width, int64_t& height) {
   size_t i = 2;
-  while (i + 4 <= b.size()) {
-    if (static_cast<unsigned char>(b[i]) != 0xFF) return false;
-    const unsigned marker = static_cast<unsigned char>(b[i + 1]);
-    if (marker == 0xFF) {  // fill byte
-      ++i;
-      continue;
-    }
-    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // stand-alone markers
-      i += 2;
-      continue;
-    }
-    const uint32_t length = big_endian(b, i + 2, 2);
+  for (;;) {
+    while (i < b.size() && static_cast<unsigned char>(b[i]) != 0xFF) ++i;  // garbage
+    while (i < b.size() && static_cast<unsigned char>(b[i]) == 0xFF) ++i;  // fill bytes
+    if (i >= b.size()) return false;
+    const unsigned marker = static_cast<unsigned char>(b[i]);
+    ++i;  // i is now just past the marker
+    if (marker == 0x00) continue;  // a stuffed FF 00: data, not a marker
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;  // stand-alone markers
+    if (marker == 0xD8 || marker == 0xD9 || marker == 0xDA) return false;
+    if (i + 2 > b.size()) return false;
+    const uint32_t length = big_endian(b, i, 2);
     if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
-      if (i + 9 > b.size()) return false;
-      height = big_endian(b, i + 5, 2);
-      width = big_endian(b, i + 7, 2);
+      if (i + 7 > b.size()) return false;
+      height = big_endian(b, i + 3, 2);
+      width = big_endian(b, i + 5, 2);
       return true;
     }
     if (length < 2) return false;
-    i += 2 + length;
+    i += length;
   }
-  return false;
 }
 
 bool pnm_size(const std::string& b, int64_t& width, int64_t& height) {
