@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Equal-time learning benchmark: detseg and torchvision (the venv's 0.26) train the same model
-# (RetinaNet-R18-FPN256 from scratch) with the same recipe for the same wall-clock minutes on this
+# (the README demo's RetinaNet-R18-FPN64 with a GroupNorm head, from scratch) with the same recipe for the same wall-clock minutes on this
 # machine, one after the other, and both are scored by the same evaluator (detseg coco-eval, equal
 # to pycocotools) on BCCD's test split. Prints steps, seconds per step, AP, AP50 and per-class AP.
 # detseg's budget includes its start-up and data loading; it stops on SIGTERM (checkpoint, exit).
-#   bash bench/bench_learning.sh [minutes per framework, default 10] [threads, default 2]
+#   bash bench/bench_learning.sh [minutes per framework, default 8] [threads, default 2]
 # Needs build/detseg (scripts/build.sh), the venv's torchvision (scripts/setup.sh --peers) and
 # ../shared/data/bccd (or BCCD_DIR).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-minutes=${1:-10}
+minutes=${1:-8}
 threads=${2:-2}
 bin=${DETSEG_BIN:-$here/build/detseg}
 python=${DETSEG_PYTHON:-$here/.venv/bin/python}

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 # Implements: the torchvision side of bench/bench_learning.sh: trains torchvision 0.26's RetinaNet
-# with a ResNet-18 + FPN-256 body from scratch (trainable BatchNorm2d, all stages trained, P6/P7 from
-# P5) on a COCO-format training set for a fixed wall-clock budget, with the recipe the detseg side
-# gets from its config (SGD momentum, linear warm-up, clipping, batch, flips, keep-aspect resize),
-# then writes its detections on the test set in COCO results format for the common evaluator.
+# as the detseg demo builds it (ResNet-18 from scratch with trainable BatchNorm2d, every stage
+# trained, FPN of --fpn channels with P6/P7 from P5, the v2 head with GroupNorm(32), anchors
+# anchor_scale x stride, 3 scales x 3 ratios) on a COCO-format training set for a fixed wall-clock
+# budget with the recipe of bench/configs/learning_retinanet_r18_bccd.yaml (Adam, linear warm-up
+# then constant, clipping, batch, flips, keep-aspect resize padded to 32), then writes its
+# detections on the test set in COCO results format for the common evaluator.
 # Prints one JSON line: steps, seconds, seconds per step, last loss.
 #   learning_torchvision.py --train T.json --test V.json --images DIR --seconds S --out dets.json
 import argparse
+import functools
 import json
 import os
 import random
@@ -16,7 +19,9 @@ import torch
 import torchvision
 from torchvision.io import ImageReadMode, decode_image, read_file
 from torchvision.models.detection import RetinaNet
-from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
+from torchvision.models.detection.anchor_utils import AnchorGenerator
+from torchvision.models.detection.backbone_utils import BackboneWithFPN
+from torchvision.models.detection.retinanet import RetinaNetHead
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7
 
 
@@ -29,7 +34,7 @@ def load_coco(path):
         if a.get("iscrowd", 0):
             continue
         x, y, w, h = a["bbox"]
-        boxes[a["image_id"]].append(([x, y, x + w, y + h], cats.index(a["category_id"]) + 1))
+        boxes[a["image_id"]].append(([x, y, x + w, y + h], cats.index(a["category_id"])))
     return coco["images"], boxes, cats
 
 
@@ -47,14 +52,14 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--warmup-steps", type=int, default=100)
-    p.add_argument("--warmup-init", type=float, default=0.001)
+    p.add_argument("--lr", type=float, default=0.001)
+    p.add_argument("--warmup-steps", type=int, default=25)
+    p.add_argument("--warmup-init", type=float, default=0.0001)
     p.add_argument("--clip", type=float, default=10.0)
-    p.add_argument("--min-size", type=int, default=480)
-    p.add_argument("--max-size", type=int, default=640)
-    p.add_argument("--fpn", type=int, default=256)
+    p.add_argument("--min-size", type=int, default=256)
+    p.add_argument("--max-size", type=int, default=352)
+    p.add_argument("--fpn", type=int, default=64)
+    p.add_argument("--anchor-scale", type=float, default=3.0)
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
 
@@ -63,12 +68,19 @@ def main():
     random.seed(a.seed)
     images, boxes, cats = load_coco(a.train)
     body = torchvision.models.resnet18(weights=None, norm_layer=torch.nn.BatchNorm2d)
-    backbone = _resnet_fpn_extractor(body, 5, returned_layers=[2, 3, 4],
-                                     extra_blocks=LastLevelP6P7(a.fpn, a.fpn), norm_layer=None)
-    model = RetinaNet(backbone, num_classes=len(cats) + 1, min_size=a.min_size, max_size=a.max_size,
-                      score_thresh=0.05, nms_thresh=0.5, detections_per_img=100)
+    backbone = BackboneWithFPN(body, return_layers={"layer2": "0", "layer3": "1", "layer4": "2"},
+                               in_channels_list=[128, 256, 512], out_channels=a.fpn,
+                               extra_blocks=LastLevelP6P7(a.fpn, a.fpn))
+    octave = (1.0, 2 ** (1 / 3), 2 ** (2 / 3))
+    anchors = AnchorGenerator(tuple(tuple(a.anchor_scale * 2 ** level * o for o in octave) for level in range(3, 8)),
+                              ((0.5, 1.0, 2.0),) * 5)
+    head = RetinaNetHead(a.fpn, 9, len(cats), norm_layer=functools.partial(torch.nn.GroupNorm, 32))
+    # Labels 0..K-1, K sigmoid outputs: detseg's layout (no background logit).
+    model = RetinaNet(backbone, num_classes=len(cats), min_size=a.min_size, max_size=a.max_size,
+                      anchor_generator=anchors, head=head, score_thresh=0.05, nms_thresh=0.5,
+                      detections_per_img=100, topk_candidates=1000)
     params = [q for q in model.parameters() if q.requires_grad]
-    opt = torch.optim.SGD(params, lr=a.lr, momentum=a.momentum)
+    opt = torch.optim.Adam(params, lr=a.lr)
 
     cache = {}
     def example(img):
@@ -104,7 +116,7 @@ def main():
             torch.nn.utils.clip_grad_norm_(params, a.clip)
         opt.step()
         step += 1
-        last_loss = float(loss)
+        last_loss = loss.detach().item()
     seconds = time.perf_counter() - start
 
     test_images, _, test_cats = load_coco(a.test)
@@ -116,7 +128,7 @@ def main():
             d = model([read_image(a.images, img["file_name"])])[0]
             for box, score, label in zip(d["boxes"].tolist(), d["scores"].tolist(), d["labels"].tolist()):
                 x0, y0, x1, y1 = box
-                results.append({"image_id": img["id"], "category_id": cats[label - 1],
+                results.append({"image_id": img["id"], "category_id": cats[label],
                                 "bbox": [x0, y0, x1 - x0, y1 - y0], "score": score})
     with open(a.out, "w") as f:
         json.dump(results, f)
