@@ -30,11 +30,17 @@ def load_coco(path):
         coco = json.load(f)
     cats = sorted(c["id"] for c in coco["categories"])
     boxes = {img["id"]: [] for img in coco["images"]}
+    sizes = {img["id"]: (img["width"], img["height"]) for img in coco["images"]}
     for a in coco["annotations"]:
         if a.get("iscrowd", 0):
             continue
+        # detseg's train_input.box_policy clip: clipped to the image, degenerate boxes dropped.
         x, y, w, h = a["bbox"]
-        boxes[a["image_id"]].append(([x, y, x + w, y + h], cats.index(a["category_id"])))
+        iw, ih = sizes[a["image_id"]]
+        x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + w, iw), min(y + h, ih)
+        if x1 <= x0 or y1 <= y0:
+            continue
+        boxes[a["image_id"]].append(([x0, y0, x1, y1], cats.index(a["category_id"])))
     return coco["images"], boxes, cats
 
 
