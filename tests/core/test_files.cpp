@@ -11,6 +11,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/json.h"
+#include "error_of.h"
 
 namespace fs = std::filesystem;
 
@@ -65,14 +66,7 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const detseg::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using detseg::testing::error_of;
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/data/readers/voc.h"
+#include "error_of.h"
 
 namespace detseg::datatest {
 
@@ -23,16 +24,7 @@ inline std::string temp_dir(const std::string& name) {
   return dir.string();
 }
 
-// The message of the detseg::Error thrown by f, or "" when nothing is thrown.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using detseg::testing::error_of;
 
 // An Ultralytics-layout YOLO data set made from BCCD's first `count` test images: images/val/*.jpg,
 // labels/val/*.txt with normalised "class cx cy w h" lines, data.yaml. Class k is VOC's k-th name.

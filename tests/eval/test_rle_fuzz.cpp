@@ -5,19 +5,12 @@
 #include "detseg/core/error.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/eval/rle.h"
+#include "error_of.h"
 
 using namespace detseg;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using detseg::testing::error_of;
 }  // namespace
 
 // In a 10^10 x 10^10 image, polygon_problem's 8x-the-larger-side bound let coordinates of 9e9

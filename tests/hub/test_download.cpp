@@ -14,6 +14,7 @@
 #include "detseg/core/error.h"
 #include "detseg/hub/sha256.h"
 #include "detseg/hub/weights_cache.h"
+#include "error_of.h"
 #include "range_server.h"
 
 namespace fs = std::filesystem;
@@ -59,15 +60,7 @@ std::string fetch(const std::string& source, const std::string& sha256, const Sc
                                options);
 }
 
-template <class E = detseg::Error, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using detseg::testing::error_of;
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/train/checkpoint.h"
+#include "error_of.h"
 
 namespace detseg {
 namespace {
@@ -16,15 +17,7 @@ std::string reproducer(const std::string& name) {
   return std::string(DETSEG_SOURCE_DIR) + "/fuzz/regressions/checkpoint/" + name;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using detseg::testing::error_of;
 
 }  // namespace
 
