@@ -4,6 +4,10 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 namespace detseg {
 
 struct DtypeCode {
@@ -24,6 +28,18 @@ inline const DtypeCode* find_dtype_code(c10::ScalarType type) {
   for (const auto& d : kDtypeCodes)
     if (d.type == type) return &d;
   return nullptr;
+}
+
+// Bytes a tensor of `shape` and `type` takes, computed without overflow, or UINT64_MAX when a
+// dimension is negative or the size would pass `limit` (the bytes a file really has): the readers
+// compare a header's claim with this before anything that large is allocated.
+inline uint64_t tensor_bytes_within(const std::vector<int64_t>& shape, c10::ScalarType type, uint64_t limit) {
+  uint64_t bytes = c10::elementSize(type);
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && bytes > limit / static_cast<uint64_t>(d))) return std::numeric_limits<uint64_t>::max();
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return bytes;
 }
 
 }  // namespace detseg

@@ -91,14 +91,7 @@ NamedTensors read_safetensors(const std::string& path,
                    ": tensor '", name, "' lies outside the data (truncated file?)");
       // The shape's size against the bytes that are there before anything is allocated: a header
       // claiming [1e9, 1e9] must not reach at::empty.
-      uint64_t nbytes = c10::elementSize(dt->type);
-      for (int64_t d : shape) {
-        if (d < 0 || (d > 0 && nbytes > (offsets[1] - offsets[0]) / static_cast<uint64_t>(d))) {
-          nbytes = UINT64_MAX;
-          break;
-        }
-        nbytes *= static_cast<uint64_t>(d);
-      }
+      const uint64_t nbytes = tensor_bytes_within(shape, dt->type, offsets[1] - offsets[0]);
       DETSEG_CHECK(offsets[1] - offsets[0] == nbytes, path, ": tensor '", name, "' has ", offsets[1] - offsets[0],
                    " bytes for shape ", c10::IntArrayRef(shape));
       at::Tensor t = at::empty(shape, at::TensorOptions(dt->type));

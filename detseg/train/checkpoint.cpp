@@ -292,14 +292,7 @@ Checkpoint read_checkpoint(const std::string& path) {
         const uint64_t off = e.at(3).get<uint64_t>(), nbytes = e.at(4).get<uint64_t>();
         // The shape's size is checked against bytes that are really there before anything is
         // allocated: a header claiming [1e9, 1e9] (or a negative dimension) must not reach at::empty.
-        uint64_t expect = c10::elementSize(*dtype);
-        for (int64_t d : shape) {
-          if (d < 0 || (d > 0 && expect > payload_bytes / static_cast<uint64_t>(d))) {
-            expect = UINT64_MAX;
-            break;
-          }
-          expect *= static_cast<uint64_t>(d);
-        }
+        const uint64_t expect = tensor_bytes_within(shape, *dtype, payload_bytes);
         DETSEG_CHECK(nbytes == expect && in_payload(off, nbytes),
                      section_error(path, str("tensor '", name, "' has inconsistent size/offset")));
         at::Tensor t = at::empty(shape, at::TensorOptions(*dtype));
