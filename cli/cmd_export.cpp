@@ -1,4 +1,4 @@
-// Implements: `detseg export --config C --checkpoint P --format safetensors -o OUT`.
+// Implements: `detseg export --config C --checkpoint P --format torchscript|onnx|safetensors -o OUT`.
 #include "cli/commands.h"
 #include "detseg/config/config.h"
 #include "detseg/core/log.h"
@@ -12,9 +12,16 @@ int run_export(const ExportArgs& args) {
   options.checkpoint = args.checkpoint;
   options.format = args.format;
   options.output = args.output;
+  options.height = args.height;
+  options.width = args.width;
   const ExportResult r = export_model(config, options);
-  print_output(str("exported step ", r.step, " of ", args.checkpoint, ": ", r.num_tensors, " tensors (", r.num_values,
-                   " values) to ", args.output, "\n"));
+  std::string traced;
+  if (r.height > 0) {
+    traced = str(", input images [1, 3, ", r.height, ", ", r.width, "], outputs");
+    for (const std::string& name : r.outputs) traced += " " + name;
+  }
+  print_output(str("exported step ", r.step, " of ", args.checkpoint, " as ", args.format, ": ", r.num_tensors,
+                   " tensors (", r.num_values, " values)", traced, " to ", args.output, "\n"));
   return 0;
 }
 

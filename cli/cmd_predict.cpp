@@ -3,14 +3,25 @@
 
 #include "cli/commands.h"
 #include "detseg/config/config.h"
+#include "detseg/core/error.h"
 #include "detseg/core/stop_signal.h"
+#include "detseg/engine/export.h"
 #include "detseg/engine/predict.h"
 
 namespace detseg::cli {
 
 int run_predict(const PredictArgs& args) {
   install_stop_handlers();  // SIGINT/SIGTERM end the run at a safe point (see stop_signal.h)
-  PipelineConfig config = load_config(args.config, args.overrides);
+  // An exported TorchScript model carries its config; --config (with overrides) replaces it.
+  PipelineConfig config;
+  if (!args.config.empty()) {
+    config = load_config(args.config, args.overrides);
+  } else {
+    DETSEG_CONFIG_CHECK(is_exported_model(args.checkpoint), "predict: --config is required unless --checkpoint is a "
+                        "model from `detseg export --format torchscript`; ", args.checkpoint, " is not one");
+    DETSEG_CONFIG_CHECK(args.overrides.empty(), "predict: overrides need --config");
+    config = read_exported_model_info(args.checkpoint).config;
+  }
   PredictOptions options;
   options.checkpoint = args.checkpoint;
   options.input = args.input;

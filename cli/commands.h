@@ -88,6 +88,7 @@ struct ExportArgs {
   std::string checkpoint;
   std::string format = "safetensors";
   std::string output;
+  int64_t height = 0, width = 0;
   std::vector<std::string> overrides;
 };
 int run_export(const ExportArgs& args);

@@ -77,8 +77,10 @@ int main(int argc, char** argv) {
 
   PredictArgs predict;
   auto* predict_app = app.add_subcommand("predict", "Run a checkpoint on images; write detections JSON and drawings (detectors) or colour label maps and overlays (segmenters)");
-  predict_app->add_option("--config", predict.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
-  predict_app->add_option("--checkpoint", predict.checkpoint, "Checkpoint file")->required();
+  predict_app->add_option("--config", predict.config, "Pipeline config (YAML); not needed for an exported TorchScript model")
+      ->check(CLI::ExistingFile);
+  predict_app->add_option("--checkpoint", predict.checkpoint, "Checkpoint file, or a model from `detseg export --format torchscript`")
+      ->required();
   predict_app->add_option("--input", predict.input, "An image or a folder of images")->required();
   predict_app->add_option("--output", predict.output, "Output folder")->required();
   predict_app->add_option("--score-threshold", predict.score_threshold, "Draw detections scoring at least this");
@@ -112,11 +114,14 @@ int main(int argc, char** argv) {
   yolo_app->callback([&] { run = [&] { return run_convert_yolo(yolo); }; });
 
   ExportArgs exp;
-  auto* export_app = app.add_subcommand("export", "Write a checkpoint's weights for other tools (safetensors, torchvision's names)");
+  auto* export_app = app.add_subcommand("export", "Export a checkpoint: TorchScript or ONNX (the traced network, for other runtimes and `predict`), or safetensors weights (torchvision's names)");
   export_app->add_option("--config", exp.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
   export_app->add_option("--checkpoint", exp.checkpoint, "Checkpoint to export (its EMA weights when it has them)")->required();
-  export_app->add_option("--format", exp.format, "safetensors")->check(CLI::IsMember({"safetensors"}));
+  export_app->add_option("--format", exp.format, "torchscript | onnx | safetensors")
+      ->check(CLI::IsMember({"torchscript", "onnx", "safetensors"}));
   export_app->add_option("-o,--output", exp.output, "Output file")->required();
+  export_app->add_option("--height", exp.height, "Traced input height (default: the model's input size)")->check(CLI::PositiveNumber);
+  export_app->add_option("--width", exp.width, "Traced input width (default: the model's input size)")->check(CLI::PositiveNumber);
   add_overrides(export_app, exp.overrides);
   export_app->callback([&] { run = [&] { return run_export(exp); }; });
 

@@ -18,4 +18,12 @@ inline bool torchvision_available() {
   return available;
 }
 
+// torch with onnx and onnxruntime: the ONNX export and its check.
+inline bool onnx_available() {
+  static const bool available =
+      std::filesystem::exists(kPeerPython) &&
+      std::system((kPeerPython + " -c 'import torch, onnx, onnxruntime' >/dev/null 2>&1").c_str()) == 0;
+  return available;
+}
+
 }  // namespace detseg::test

@@ -38,6 +38,13 @@ Batch collate(const std::vector<Example>& examples, const CollateOptions& option
   }
   H = round_up(H, options.size_divisibility);
   W = round_up(W, options.size_divisibility);
+  if (options.fixed_height > 0 && options.fixed_width > 0) {
+    DETSEG_CHECK(H <= options.fixed_height && W <= options.fixed_width, "collate: image ", examples[0].image_id,
+                 " is ", H, "x", W, " after resizing, larger than the fixed ", options.fixed_height, "x",
+                 options.fixed_width, " input (export with a larger --height/--width)");
+    H = options.fixed_height;
+    W = options.fixed_width;
+  }
 
   Batch out;
   out.images = at::zeros({b, 3, H, W}, at::kFloat);     // 0 = the mean colour after normalising

@@ -27,6 +27,9 @@ namespace detseg {
 
 struct CollateOptions {
   int64_t size_divisibility = 1;  // padded H and W are rounded up to a multiple of this (e.g. 128)
+  // > 0: every batch is padded to exactly this height and width instead (an exported model's traced
+  // input); a larger image is an error.
+  int64_t fixed_height = 0, fixed_width = 0;
   NormalizeOptions normalize;
 };
 

@@ -20,6 +20,7 @@
 #include "detseg/eval/rle.h"
 #include "detseg/dist/process_group.h"
 #include "detseg/engine/device.h"
+#include "detseg/engine/export.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
@@ -35,8 +36,15 @@ namespace {
 template <typename Model>
 std::shared_ptr<Model> loaded_for_eval(std::shared_ptr<Model> model, const PipelineConfig& config,
                                        const std::string& checkpoint, int64_t* step) {
-  model->to(resolve_device(config.device));
-  const int64_t loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
+  const at::Device device = resolve_device(config.device);
+  model->to(device);
+  int64_t loaded_step = 0;
+  if (is_exported_model(checkpoint)) {  // `detseg export --format torchscript`: its graph runs the network
+    use_exported_network(*model, checkpoint, device);
+    loaded_step = read_exported_model_info(checkpoint).step;
+  } else {
+    loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
+  }
   if (step) *step = loaded_step;
   model->eval();
   return model;

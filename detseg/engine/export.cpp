@@ -1,19 +1,41 @@
 #include "detseg/engine/export.h"
 
+#include <caffe2/serialize/inline_container.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/serialization/import.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
 #include "detseg/core/error.h"
+#include "detseg/core/files.h"
+#include "detseg/core/log.h"
+#include "detseg/core/subprocess.h"
+#include "detseg/engine/device.h"
 #include "detseg/io/safetensors.h"
 #include "detseg/models/build.h"
 #include "detseg/train/checkpoint.h"
 
 namespace detseg {
+namespace fs = std::filesystem;
 
-ExportResult export_model(const PipelineConfig& config, const ExportOptions& options) {
-  DETSEG_CONFIG_CHECK(options.format == "safetensors", "export: --format ", options.format,
-                      " is not available; safetensors is (TorchScript and ONNX are still to come)");
-  DETSEG_CONFIG_CHECK(!options.output.empty(), "export: -o OUT is required");
+namespace {
+
+constexpr const char* kConfigFile = "detseg/config.yaml";
+constexpr const char* kMetaFile = "detseg/meta.json";
+
+nlohmann::json checkpoint_meta(const std::string& checkpoint) {
+  nlohmann::json meta = nlohmann::json::parse(read_checkpoint_metadata(checkpoint), nullptr, false);
+  return meta.is_object() ? meta : nlohmann::json::object();
+}
+
+ExportResult export_safetensors(const PipelineConfig& config, const ExportOptions& options) {
   auto model = build_model(config);
   ExportResult result;
   result.step = load_weights_for_eval(options.checkpoint, *model);
@@ -24,15 +46,282 @@ ExportResult export_model(const PipelineConfig& config, const ExportOptions& opt
     result.num_values += tensor.numel();
   }
   // safetensors metadata is strings only; "format": "pt" is what the Python loaders expect.
-  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint_metadata(options.checkpoint), nullptr, false);
+  const nlohmann::json meta = checkpoint_meta(options.checkpoint);
   std::map<std::string, std::string> metadata = {{"format", "pt"},
                                                  {"detseg.model", config.model.type},
                                                  {"detseg.backbone", config.model.backbone},
                                                  {"detseg.step", std::to_string(result.step)}};
-  if (meta.is_object() && meta.contains("class_names")) metadata["detseg.class_names"] = meta["class_names"].dump();
-  if (meta.is_object() && meta.contains("category_ids")) metadata["detseg.category_ids"] = meta["category_ids"].dump();
+  if (meta.contains("class_names")) metadata["detseg.class_names"] = meta["class_names"].dump();
+  if (meta.contains("category_ids")) metadata["detseg.category_ids"] = meta["category_ids"].dump();
   write_safetensors(options.output, state, metadata);
   return result;
+}
+
+// The traced input size: what the user asked for, else the one size every image of this config
+// fits (detectors: the square they are fitted into; segmenters: the crop size).
+std::pair<int64_t, int64_t> traced_size(const PipelineConfig& config, const ModelImpl& model,
+                                        const ExportOptions& options) {
+  const bool segmenter = is_segmentation_model(config);
+  int64_t h = options.height, w = options.width;
+  if (h == 0 && w == 0) {
+    h = w = model.input_size();
+    if (!segmenter && config.model.resizer == "keep_aspect") {
+      const int64_t d = keep_aspect_size_divisibility(config.model);
+      h = w = (config.model.max_dimension + d - 1) / d * d;
+    }
+  }
+  DETSEG_CONFIG_CHECK(h > 0 && w > 0, "export: --height and --width must both be given (or neither), got ", h, "x", w);
+  if (!segmenter && config.model.resizer == "fixed")
+    DETSEG_CONFIG_CHECK(h == model.input_size() && w == h, "export: ", config.model.type, " with model.resizer fixed takes ",
+                        model.input_size(), "x", model.input_size(), " images (model.image_size), not ", h, "x", w);
+  if (!segmenter && config.model.resizer == "keep_aspect") {
+    const int64_t d = keep_aspect_size_divisibility(config.model);
+    DETSEG_CONFIG_CHECK(h % d == 0 && w % d == 0, "export: with model.resizer keep_aspect the input's height and "
+                        "width are multiples of ", d, " (the coarsest stride); got ", h, "x", w);
+  }
+  return {h, w};
+}
+
+// `model`'s parameters and buffers as attributes of a TorchScript module, the same tensors, so the
+// tracer records reads of them as attribute reads instead of baking them in as constants.
+// TorchScript attribute names cannot hold dots: backbone.body.conv1.weight -> backbone_body_conv1_weight.
+torch::jit::Module module_holding(const torch::nn::Module& model, const std::string& type_name) {
+  torch::jit::Module module(c10::QualifiedName("__torch__.detseg." + type_name));
+  module.register_attribute("training", c10::BoolType::get(), false);  // what Python's nn.Module has
+  auto jit_name = [](std::string name) {
+    std::replace(name.begin(), name.end(), '.', '_');
+    return name;
+  };
+  for (const auto& p : model.named_parameters(true))
+    if (p.value().defined()) module.register_parameter(jit_name(p.key()), p.value(), /*is_buffer=*/false);
+  for (const auto& b : model.named_buffers(true))
+    if (b.value().defined()) module.register_buffer(jit_name(b.key()), b.value());
+  return module;
+}
+
+torch::jit::Module trace_network(ModelImpl& model, const std::string& type_name, const at::Tensor& example) {
+  torch::jit::Module module = module_holding(model, type_name);
+  // The constants (anchors) become buffers of the module, so that the graph can return them: the
+  // tracer refuses outputs that are not attributes or computed from the input.
+  std::vector<at::Tensor> constants;
+  for (auto& [name, tensor] : model.network_constants(example.size(2), example.size(3), example.device())) {
+    module.register_buffer(name, tensor);
+    constants.push_back(tensor);
+  }
+  auto network = [&](torch::jit::Stack inputs) -> torch::jit::Stack {
+    std::vector<c10::IValue> outputs;
+    for (const at::Tensor& t : model.network_outputs(inputs.at(0).toTensor())) outputs.emplace_back(t);
+    for (const at::Tensor& t : constants) outputs.emplace_back(t);
+    return {c10::ivalue::Tuple::create(std::move(outputs))};
+  };
+  auto no_names = [](const at::Tensor&) { return std::string(); };
+  auto traced = torch::jit::tracer::trace({example}, network, no_names, /*strict=*/false, /*force_outplace=*/true,
+                                          &module, {"images"});
+  auto forward = module._ivalue()->compilation_unit()->create_function(
+      c10::QualifiedName(*module.type()->name(), "forward"), traced.first->graph);
+  module.type()->addMethod(forward);
+  return module;
+}
+
+std::string temp_path_next_to(const std::string& path, const std::string& suffix) {
+  return path + ".tmp." + std::to_string(::getpid()) + suffix;
+}
+
+// $DETSEG_PYTHON, else the Python this build was configured with (scripts/setup.sh's venv, which has
+// torch and onnx) while it exists, else python3 on PATH.
+std::string python_for_onnx() {
+  if (const char* p = std::getenv("DETSEG_PYTHON"); p && *p) return p;
+#ifdef DETSEG_BUILD_PYTHON
+  if (std::error_code ec; fs::exists(DETSEG_BUILD_PYTHON, ec)) return DETSEG_BUILD_PYTHON;
+#endif
+  return "python3";
+}
+
+// torch.onnx's TorchScript converter (dynamo=False: the input is a traced graph, not Python code),
+// then onnx's own checker. Prints one line on failure; exit 3 when a package is missing.
+constexpr const char* kOnnxScript = R"PY(
+import sys, warnings
+try:
+    import torch, onnx
+except ImportError as e:
+    print("missing Python package:", e.name); sys.exit(3)
+src, dst, h, w, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(",")
+warnings.filterwarnings("ignore")
+try:
+    m = torch.jit.load(src, map_location="cpu")
+    torch.onnx.export(m, (torch.zeros(1, 3, h, w),), dst, opset_version=17, dynamo=False,
+                      input_names=["images"], output_names=names)
+    onnx.checker.check_model(onnx.load(dst), full_check=True)
+except Exception as e:
+    print(type(e).__name__ + ": " + str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__); sys.exit(1)
+)PY";
+
+void convert_to_onnx(const std::string& torchscript, const std::string& output, const ExportResult& r) {
+  std::string names;
+  for (const std::string& n : r.outputs) names += (names.empty() ? "" : ",") + n;
+  const std::string python = python_for_onnx();
+  const std::string temp = temp_path_next_to(output, ".onnx");
+  const ProcessResult p = run_process({python, "-c", kOnnxScript, torchscript, temp, std::to_string(r.height),
+                                       std::to_string(r.width), names});
+  std::string last_line = p.output;
+  while (!last_line.empty() && last_line.back() == '\n') last_line.pop_back();
+  if (const size_t nl = last_line.rfind('\n'); nl != std::string::npos) last_line = last_line.substr(nl + 1);
+  if (p.status != 0) {
+    std::error_code ec;
+    fs::remove(temp, ec);
+  }
+  DETSEG_CHECK(p.status != 127, "export --format onnx: cannot run ", python, "; it converts with torch.onnx: set "
+               "DETSEG_PYTHON to a Python with torch and onnx (pip install torch==2.11.0 onnx)");
+  DETSEG_CHECK(p.status != 3, "export --format onnx: ", python, " lacks a package (", last_line, "); pip install "
+               "torch==2.11.0 onnx into it, or set DETSEG_PYTHON to a Python that has them");
+  DETSEG_CHECK(p.status == 0, "export --format onnx: torch.onnx could not convert ", output, ": ", last_line);
+  fs::rename(temp, output);
+}
+
+ExportResult export_traced(const PipelineConfig& config, const ExportOptions& options) {
+  torch::NoGradGuard no_grad;
+  const at::Device device = resolve_device(config.device);
+  auto model = build_model(config);
+  DETSEG_CONFIG_CHECK(!model->network_output_names().empty(), "export --format ", options.format, ": ",
+                      config.model.type, " cannot be traced yet (its proposal NMS and RoI crops run between the "
+                      "network's stages); --format safetensors exports its weights");
+  model->to(device);
+  ExportResult result;
+  result.step = load_weights_for_eval(options.checkpoint, *model);
+  model->eval();
+  std::tie(result.height, result.width) = traced_size(config, *model, options);
+  result.outputs = model->network_output_names();
+  for (const auto& constant : model->network_constants(result.height, result.width, device))
+    result.outputs.push_back(constant.first);
+  for (const auto& p : model->named_parameters(true)) {
+    p.value().requires_grad_(false);  // an inference graph: Python callers need no torch.no_grad()
+    ++result.num_tensors;
+    result.num_values += p.value().numel();
+  }
+
+  // Normalised pixels, like the loader's output: the graph's shapes are fixed by this example.
+  const at::Tensor example = at::randn({1, 3, result.height, result.width}, at::TensorOptions(device));
+  const std::string type_name = is_segmentation_model(config) ? "Segmenter" : "Detector";
+  torch::jit::Module traced = trace_network(*model, type_name, example);
+
+  nlohmann::json meta = checkpoint_meta(options.checkpoint);
+  nlohmann::json info = {{"format", "detseg-torchscript"}, {"detseg", DETSEG_VERSION}, {"model", config.model.type},
+                         {"step", result.step}, {"input", {1, 3, result.height, result.width}},
+                         {"input_name", "images"}, {"outputs", result.outputs},
+                         {"pixel_mean", config.model.pixel_mean}, {"pixel_std", config.model.pixel_std}};
+  for (const char* key : {"class_names", "category_ids"})
+    if (meta.contains(key)) info[key] = meta[key];
+  // Data paths absolute: the embedded config is read from wherever the model goes (predict takes
+  // the data set's image ids from eval_input's annotations when that file is there).
+  PipelineConfig embedded = config;
+  auto absolute = [](std::string& path) {
+    if (!path.empty()) path = fs::absolute(path).lexically_normal().string();
+  };
+  for (InputConfig* input : {&embedded.train_input, &embedded.eval_input}) {
+    absolute(input->annotations);
+    absolute(input->images);
+    absolute(input->label_map);
+  }
+  for (auto& named : embedded.eval_inputs) {
+    absolute(named.second.annotations);
+    absolute(named.second.images);
+    absolute(named.second.label_map);
+  }
+  const torch::jit::ExtraFilesMap extra = {{kConfigFile, config_to_yaml(embedded)}, {kMetaFile, info.dump(1) + "\n"}};
+
+  // Written in a private folder next to the output, then renamed into place: a stopped export
+  // leaves no half file. (The archive's inner folder is named after the file, so the name is kept.)
+  const fs::path out(options.output);
+  const fs::path temp_dir = out.parent_path() / (".detseg-export-" + std::to_string(::getpid()));
+  make_directories(temp_dir.string());
+  const std::string temp = (temp_dir / out.filename()).replace_extension(".pt").string();
+  try {
+    traced.save(temp, extra);
+    if (options.format == "onnx")
+      convert_to_onnx(temp, options.output, result);
+    else
+      fs::rename(temp, options.output);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(temp_dir, ec);
+    throw;
+  }
+  fs::remove_all(temp_dir);
+  return result;
+}
+
+}  // namespace
+
+ExportResult export_model(const PipelineConfig& config, const ExportOptions& options) {
+  DETSEG_CONFIG_CHECK(!options.output.empty(), "export: -o OUT is required");
+  if (options.format == "safetensors") return export_safetensors(config, options);
+  DETSEG_CONFIG_CHECK(options.format == "torchscript" || options.format == "onnx", "export: --format ", options.format,
+                      " is not one of torchscript, onnx, safetensors");
+  return export_traced(config, options);
+}
+
+bool is_exported_model(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  if (!in.read(magic, 4) || std::string(magic, 4) != std::string("PK\x03\x04", 4)) return false;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    return reader.hasRecord(std::string("extra/") + kMetaFile);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+ExportedModelInfo read_exported_model_info(const std::string& path) {
+  DETSEG_CHECK(is_exported_model(path), path, ": not a TorchScript file written by detseg export (no extra/",
+               kMetaFile, ")");
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  auto record = [&](const std::string& name) {
+    auto [data, size] = reader.getRecord("extra/" + name);
+    return std::string(static_cast<const char*>(data.get()), size);
+  };
+  ExportedModelInfo info;
+  info.config = parse_config(record(kConfigFile), path + ":extra/" + kConfigFile);
+  const nlohmann::json meta = nlohmann::json::parse(record(kMetaFile), nullptr, false);
+  DETSEG_CHECK(meta.is_object() && meta.contains("input") && meta["input"].is_array() && meta["input"].size() == 4,
+               path, ": extra/", kMetaFile, ": no input shape");
+  info.height = meta["input"][2].get<int64_t>();
+  info.width = meta["input"][3].get<int64_t>();
+  info.step = meta.value("step", int64_t{0});
+  if (meta.contains("outputs")) meta["outputs"].get_to(info.outputs);
+  if (meta.contains("class_names")) meta["class_names"].get_to(info.class_names);
+  if (meta.contains("category_ids")) meta["category_ids"].get_to(info.category_ids);
+  return info;
+}
+
+void fit_loader_to_exported_model(LoaderOptions& loader, const ExportedModelInfo& info) {
+  loader.batch_size = 1;
+  if (is_segmentation_model(info.config)) {
+    loader.augment.resize = AugmentOptions::Resize::kFixed;
+    loader.augment.out_h = info.height;
+    loader.augment.out_w = info.width;
+    loader.collate.size_divisibility = 1;
+    return;
+  }
+  // Detectors: resized as their config says, padded to the traced size (predict refuses an image
+  // that resizes larger; keep_aspect's default traced size fits every image).
+  loader.collate.fixed_height = info.height;
+  loader.collate.fixed_width = info.width;
+}
+
+void use_exported_network(ModelImpl& model, const std::string& path, const at::Device& device) {
+  auto module = std::make_shared<torch::jit::Module>(torch::jit::load(path, device));
+  module->eval();
+  model.use_network([module](const at::Tensor& images) {
+    const c10::IValue out = module->forward({images});
+    std::vector<at::Tensor> tensors;
+    if (out.isTuple()) {
+      for (const c10::IValue& v : out.toTupleRef().elements()) tensors.push_back(v.toTensor());
+    } else {
+      tensors.push_back(out.toTensor());
+    }
+    return tensors;
+  });
 }
 
 }  // namespace detseg

@@ -3,27 +3,21 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
-#include <torch/nn/module.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <unordered_map>
 
+#include "detseg/api/inference.h"
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
 #include "detseg/core/progress.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/data/image_io.h"
-#include "detseg/data/loader.h"
 #include "detseg/data/readers/coco.h"
-#include "detseg/data/transforms/augment.h"
-#include "detseg/engine/device.h"
-#include "detseg/engine/evaluate.h"
-#include "detseg/engine/inputs.h"
-#include "detseg/models/build.h"
 #include "detseg/eval/rle.h"
-#include "detseg/train/checkpoint.h"
+#include "detseg/models/build.h"
 #include "detseg/viz/draw.h"
 #include "detseg/viz/label_map.h"
 
@@ -70,65 +64,30 @@ int64_t image_id_of(const std::unordered_map<std::string, int64_t>& ids, const s
   return it == ids.end() ? index : it->second;
 }
 
-// The image at `path` as an Example the loader's augmentation accepts (no annotations).
-Example example_from_file(const std::string& path, int64_t index) {
-  Example ex;
-  ex.image = read_image(path);
-  ex.original_height = ex.image.size(1);
-  ex.original_width = ex.image.size(2);
-  ex.boxes = at::zeros({0, 4}, at::kFloat);
-  ex.classes = at::zeros({0}, at::kLong);
-  ex.iscrowd = at::zeros({0}, at::kBool);
-  ex.image_id = index;
-  return ex;
-}
-
 void write_png(const std::string& path, const cv::Mat& image) {
   std::vector<uchar> png;
   DETSEG_CHECK(cv::imencode(".png", image, png), path, ": PNG encoding failed");
   write_file_atomic(path, std::string(png.begin(), png.end()));
 }
 
-// Class names and COCO category ids stored with the weights by `detseg train` (empty when absent).
-struct CheckpointLabels {
-  std::vector<std::string> names;
-  std::vector<int64_t> category_ids;
-};
-CheckpointLabels checkpoint_labels(const std::string& checkpoint) {
-  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint_metadata(checkpoint), nullptr, false);
-  CheckpointLabels labels;
-  if (meta.is_object() && meta.contains("class_names")) meta["class_names"].get_to(labels.names);
-  if (meta.is_object() && meta.contains("category_ids")) meta["category_ids"].get_to(labels.category_ids);
-  return labels;
-}
-
-// One image file as the model's evaluation input: decoded, resized/padded as eval_input says.
-Batch image_batch(const std::string& path, int64_t index, const LoaderOptions& loader) {
-  Example ex = example_from_file(path, index);
-  Rng rng(0);
-  augment(ex, loader.augment, rng);
-  return collate({ex}, loader.collate);
-}
-
 // Segmenters: <stem>.png colour label map, <stem>_overlay.png on the photo, <stem>_labels.png
 // class ids (single channel), and segmentation.json with each image's class pixel fractions.
 int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions& options) {
-  torch::NoGradGuard no_grad;
-  const std::vector<std::string> names = checkpoint_labels(options.checkpoint).names;
-  auto model = load_segmenter(config, options.checkpoint);
+  const Segmenter segmenter(options.checkpoint, config);
+  const std::vector<std::string>& names = segmenter.class_names();
+  const int64_t num_classes = segmenter.num_classes();
   std::vector<std::string> images = list_images(options.input);
   const std::unordered_map<std::string, int64_t> image_ids = dataset_image_ids(config);
   make_directories(options.output);
-  LoaderOptions loader = make_loader_options(config, config.eval_input, false, 1, model->input_size());
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
   Progress progress("predict", 0, static_cast<int64_t>(images.size()), "img/s");
   for (const std::string& path : images) {
     if (stop_signal()) break;  // keep what is done: the JSON below lists the images so far
-    const at::Tensor labels = model->segment(to_device(image_batch(path, index, loader), module_device(*model)))[0].cpu();
-    const at::Tensor counts = at::bincount(labels.reshape({-1}), {}, model->num_classes()).to(at::kDouble);
+    const at::Tensor labels = segmenter.segment(read_image(path));
+    const at::Tensor counts = at::bincount(labels.reshape({-1}), {}, num_classes).to(at::kDouble);
     nlohmann::json fractions = nlohmann::json::object();
-    for (int64_t k = 0; k < model->num_classes(); ++k) {
+    for (int64_t k = 0; k < num_classes; ++k) {
       const double f = counts[k].item<double>() / static_cast<double>(labels.numel());
       if (f > 0) fractions[k < static_cast<int64_t>(names.size()) ? names[k] : std::to_string(k)] = f;
     }
@@ -158,45 +117,33 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
 int64_t predict_images(const PipelineConfig& config, const PredictOptions& options) {
   set_max_image_pixels(config.max_image_pixels);
   if (is_segmentation_model(config)) return predict_segmentation(config, options);
-  torch::NoGradGuard no_grad;
-  const auto [names, category_ids] = checkpoint_labels(options.checkpoint);
-  auto model = load_detector(config, options.checkpoint);
+  const Detector detector(options.checkpoint, config);
   std::vector<std::string> images = list_images(options.input);
   const std::unordered_map<std::string, int64_t> image_ids = dataset_image_ids(config);
   make_directories(options.output);
-  LoaderOptions loader = make_loader_options(config, config.eval_input, false, 1, model->input_size());
 
   nlohmann::json all = nlohmann::json::array();
   int64_t index = 0;
   Progress progress("predict", 0, static_cast<int64_t>(images.size()), "img/s");
   for (const std::string& path : images) {
     if (stop_signal()) break;  // keep what is done: the JSON below lists the images so far
-    Boxes d = model->detect(to_device(image_batch(path, index, loader), module_device(*model)))[0].to(at::kCPU);
-
+    const std::vector<Detection> detections = detector.detect(read_image(path));
     std::vector<DrawnBox> drawn;
     std::vector<DrawnMask> drawn_masks;
-    for (int64_t i = 0; i < d.size(); ++i) {
-      const int64_t label = d.classes[i].item<int64_t>();
-      const std::string name = label < static_cast<int64_t>(names.size()) ? names[label] : std::to_string(label);
-      float x1 = d.boxes[i][0].item<float>(), y1 = d.boxes[i][1].item<float>();
-      float x2 = d.boxes[i][2].item<float>(), y2 = d.boxes[i][3].item<float>();
-      float score = d.scores[i].item<float>();
+    for (const Detection& d : detections) {
       all.push_back({{"file_name", fs::path(path).filename().string()},
                      {"image_id", image_id_of(image_ids, path, index)},
-                     {"category_id", label < static_cast<int64_t>(category_ids.size()) ? category_ids[label] : label},
-                     {"category_name", name},
-                     {"bbox", {x1, y1, x2 - x1, y2 - y1}},
-                     {"score", score}});
-      if (d.masks.defined()) {
+                     {"category_id", d.category_id},
+                     {"category_name", d.class_name},
+                     {"bbox", {d.x1, d.y1, d.x2 - d.x1, d.y2 - d.y1}},
+                     {"score", d.score}});
+      if (!d.mask.empty()) {
         // Instance mask in the original image: RLE in the JSON, tinted in the picture.
-        at::Tensor mask = d.masks[i].to(at::kByte).contiguous();
-        const int64_t h = mask.size(0), w = mask.size(1);
-        CocoRle rle = rle_encode_row_major(mask.data_ptr<uint8_t>(), h, w);
-        all.back()["segmentation"] = {{"size", {h, w}}, {"counts", rle_to_string(rle)}};
-        if (score >= options.score_threshold)
-          drawn_masks.push_back({cv::Mat(static_cast<int>(h), static_cast<int>(w), CV_8U, mask.data_ptr<uint8_t>()).clone(), label});
+        CocoRle rle = rle_encode_row_major(d.mask.data, d.mask.rows, d.mask.cols);
+        all.back()["segmentation"] = {{"size", {d.mask.rows, d.mask.cols}}, {"counts", rle_to_string(rle)}};
+        if (d.score >= options.score_threshold) drawn_masks.push_back({d.mask, d.label});
       }
-      if (score >= options.score_threshold) drawn.push_back({x1, y1, x2, y2, label, score, name});
+      if (d.score >= options.score_threshold) drawn.push_back({d.x1, d.y1, d.x2, d.y2, d.label, d.score, d.class_name});
     }
     cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);
     DETSEG_CHECK(!bgr.empty(), path, ": cannot decode for drawing");
@@ -204,7 +151,7 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
     draw_boxes(bgr, drawn);
     std::string out_png = (fs::path(options.output) / fs::path(path).stem()).string() + ".png";
     write_png(out_png, bgr);
-    log_debug(path, ": ", d.size(), " detections, ", drawn.size(), " drawn (score >= ", options.score_threshold,
+    log_debug(path, ": ", detections.size(), " detections, ", drawn.size(), " drawn (score >= ", options.score_threshold,
               ") -> ", out_png);
     ++index;
     progress.report(index);

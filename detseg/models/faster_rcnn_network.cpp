@@ -154,7 +154,7 @@ at::Tensor FasterRcnnNetworkImpl::roi_features(const std::vector<at::Tensor>& fe
                                                static_cast<double>(image_hw[1]));
     at::Tensor crops = crop_and_resize(fp32(features[0]), boxes, rois.select(1, 0).to(at::kInt), cr).to(map_dtype);
     const int64_t kk = options.maxpool_kernel_size(), ks = options.maxpool_stride();
-    return at::max_pool2d(crops, {kk, kk}, {ks, ks});
+    return at::max_pool2d(crops, {kk, kk}, {ks, ks}, {0, 0}, {1, 1});
   }
   if (k == 0) return at::zeros({0, features[0].size(1), size, size}, features[0].options());
   RoiAlignOptions ro;

@@ -5,6 +5,7 @@
 
 #include <torch/nn/module.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,22 @@ class ModelImpl : public torch::nn::Module {
   // The global step of the batch handed to the next losses() call (the train loop sets it).
   virtual void set_step(int64_t step) { step_ = step; }
   int64_t step() const { return step_; }
+
+  // `detseg export`: the network alone, from the normalised, padded batch images to its raw outputs
+  // (named by network_output_names). That is the graph TorchScript and ONNX hold; anchors, decoding,
+  // NMS and resizing back stay in C++ around it. Models whose network has data-dependent steps
+  // inside (Faster R-CNN's proposal NMS between its stages) name no outputs: not exportable.
+  using NetworkFunction = std::function<std::vector<at::Tensor>(const at::Tensor& images)>;
+  virtual std::vector<std::string> network_output_names() const { return {}; }
+  virtual std::vector<at::Tensor> network_outputs(const at::Tensor& /*images*/) { return {}; }
+  // Fixed tensors of a height x width input that decoding the outputs needs (dense detectors: the
+  // anchors); an export appends them to the graph's outputs so other runtimes can decode.
+  virtual std::vector<std::pair<std::string, at::Tensor>> network_constants(int64_t /*height*/, int64_t /*width*/,
+                                                                            const at::Device& /*device*/) const {
+    return {};
+  }
+  // Runs `network` (an exported module) in place of this model's own layers from now on.
+  virtual void use_network(NetworkFunction /*network*/) {}
 
  private:
   int64_t step_ = 0;

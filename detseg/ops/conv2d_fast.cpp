@@ -1,5 +1,7 @@
 #include "detseg/ops/conv2d_fast.h"
 
+#include "detseg/ops/tracing.h"
+
 #include <algorithm>
 #include <array>
 
@@ -59,6 +61,7 @@ at::Tensor conv2d_sparse_taps(const at::Tensor& x, const at::Tensor& weight, con
 
 at::Tensor conv2d_fast(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  if (tracing()) return at::conv2d(x, weight, bias, stride, padding, dilation, groups);
   if (centre_tap_applies(x, weight, stride, padding, dilation)) {
     const std::array<int64_t, 2> ones = {1, 1}, zeros = {0, 0};
     return at::conv2d(x, weight.slice(2, 1, 2).slice(3, 1, 2), bias, at::IntArrayRef(ones), at::IntArrayRef(zeros),

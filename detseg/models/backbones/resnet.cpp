@@ -142,7 +142,7 @@ std::vector<at::Tensor> ResNetImpl::forward(const at::Tensor& images) {
   // reordering around every conv); the returned features are plain tensors again.
   const bool blocked = mkldnn_inference_enabled(images, is_training());
   at::Tensor x = conv2d_norm(conv1, bn1, blocked ? images.to_mkldnn() : images).relu_();
-  x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+  x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}, {1, 1});  // 2-d dilation: ONNX needs one per axis
   std::vector<at::Tensor> outs;
   const auto& wanted = options.returned_layers();
   const int64_t last = *std::max_element(wanted.begin(), wanted.end());

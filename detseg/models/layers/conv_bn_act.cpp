@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "detseg/ops/conv2d_fast.h"
+#include "detseg/ops/tracing.h"
 
 namespace detseg {
 
@@ -52,7 +53,7 @@ bool mkldnn_inference_enabled(const at::Tensor& x, bool training) {
     const char* v = std::getenv("DETSEG_MKLDNN_INFERENCE");
     return at::hasMKLDNN() && !(v && std::strcmp(v, "0") == 0);
   }();
-  return allowed && !training && !at::GradMode::is_enabled() && x.device().is_cpu() &&
+  return allowed && !training && !tracing() && !at::GradMode::is_enabled() && x.device().is_cpu() &&
          x.scalar_type() == at::kFloat && x.layout() == at::kStrided;
 }
 

@@ -39,6 +39,32 @@ std::vector<std::pair<int64_t, int64_t>> DenseDetectorImpl::level_sizes_for(int6
   return level_sizes(o);
 }
 
+std::vector<std::string> DenseDetectorImpl::network_output_names() const {
+  return {"cls_logits", "box_regression"};
+}
+
+std::vector<at::Tensor> DenseDetectorImpl::network_outputs(const at::Tensor& images) {
+  const DenseOutputs out = forward_(images);
+  return {out.cls_logits, out.box_regression};
+}
+
+std::vector<std::pair<std::string, at::Tensor>> DenseDetectorImpl::network_constants(int64_t height, int64_t width,
+                                                                                     const at::Device& device) const {
+  return {{"anchors", anchors_for(height, width, device)}};
+}
+
+void DenseDetectorImpl::use_network(NetworkFunction network) {
+  forward_ = [network = std::move(network)](const at::Tensor& images) {
+    std::vector<at::Tensor> raw = network(images);
+    DETSEG_CHECK(raw.size() >= 2, "dense detector: the exported network returned ", raw.size(),
+                 " tensors, expected cls_logits and box_regression");
+    DenseOutputs out;
+    out.cls_logits = raw[0];
+    out.box_regression = raw[1];
+    return out;
+  };
+}
+
 std::pair<at::Tensor, at::Tensor> DenseDetectorImpl::targets(const Batch& batch) {
   const int64_t batch_size = batch.size();
   std::vector<at::Tensor> cls(batch_size), box(batch_size);

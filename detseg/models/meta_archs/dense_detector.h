@@ -50,6 +50,12 @@ class DenseDetectorImpl : public DetectorImpl {
   std::vector<Boxes> detect(const Batch& batch) override;
   std::pair<ModelLosses, std::vector<Boxes>> losses_and_detect(const Batch& batch) override;
   int64_t input_size() const override { return options_.image_size; }
+  // cls_logits [B, A, K] and box_regression [B, A, 4]; constants: the anchors [A, 4] xyxy.
+  std::vector<std::string> network_output_names() const override;
+  std::vector<at::Tensor> network_outputs(const at::Tensor& images) override;
+  std::vector<std::pair<std::string, at::Tensor>> network_constants(int64_t height, int64_t width,
+                                                                    const at::Device& device) const override;
+  void use_network(NetworkFunction network) override;
 
   // Anchors for a height x width batch in the network's output order, [A, 4] xyxy (cached per size
   // and device), and the pyramid's (h, w) per level.

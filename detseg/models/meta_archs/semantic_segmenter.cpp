@@ -33,7 +33,7 @@ ModelLosses SemanticSegmenterImpl::losses_from(const at::Tensor& logits, const B
 }
 
 ModelLosses SemanticSegmenterImpl::losses(const Batch& batch) {
-  return losses_from(network_->forward(batch.images), batch);
+  return losses_from(run_network(batch.images), batch);
 }
 
 bool SemanticSegmenterImpl::single_pass() const {
@@ -51,13 +51,20 @@ at::Tensor SemanticSegmenterImpl::probabilities(const at::Tensor& image, int64_t
     }
     for (int flip = 0; flip < (options_.eval_flip ? 2 : 1); ++flip) {
       // fp32 probabilities (summed over scales and flips) even under autocast.
-      at::Tensor logits = upcast_low_precision(network_->forward(flip ? x.flip({3}) : x));
+      at::Tensor logits = upcast_low_precision(run_network(flip ? x.flip({3}) : x));
       if (flip) logits = logits.flip({3});
       at::Tensor p = at::upsample_bilinear2d(logits, {out_h, out_w}, /*align_corners=*/true).softmax(1);
       sum = sum.defined() ? sum.add_(p) : p;
     }
   }
   return sum;
+}
+
+at::Tensor SemanticSegmenterImpl::run_network(const at::Tensor& images) {
+  if (!exported_) return network_->forward(images);
+  std::vector<at::Tensor> out = exported_(images);
+  DETSEG_CHECK(!out.empty(), "segmenter: the exported network returned no logits");
+  return out[0];
 }
 
 std::vector<at::Tensor> SemanticSegmenterImpl::segment(const Batch& batch) {
@@ -72,7 +79,7 @@ std::vector<at::Tensor> SemanticSegmenterImpl::segment(const Batch& batch) {
 }
 
 std::pair<ModelLosses, std::vector<at::Tensor>> SemanticSegmenterImpl::losses_and_segment(const Batch& batch) {
-  const at::Tensor logits = network_->forward(batch.images);
+  const at::Tensor logits = run_network(batch.images);
   ModelLosses losses = losses_from(logits, batch);
   // One pass serves both when each image fills the batch canvas at its original size.
   bool reuse = single_pass();

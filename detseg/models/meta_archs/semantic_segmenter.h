@@ -32,6 +32,10 @@ class SemanticSegmenterImpl : public SegmenterImpl {
   std::pair<ModelLosses, std::vector<at::Tensor>> losses_and_segment(const Batch& batch) override;
   int64_t input_size() const override { return options_.crop_size; }
   int64_t num_classes() const override { return options_.num_classes; }
+  // logits [B, K, h, w] at the network's output stride (upsampled with aligned corners after).
+  std::vector<std::string> network_output_names() const override { return {"logits"}; }
+  std::vector<at::Tensor> network_outputs(const at::Tensor& images) override { return {run_network(images)}; }
+  void use_network(NetworkFunction network) override { exported_ = std::move(network); }
 
   // Class probabilities [1, K, out_h, out_w] of one normalised image [1, 3, h, w], averaged over
   // the eval scales and flips.
@@ -42,6 +46,9 @@ class SemanticSegmenterImpl : public SegmenterImpl {
  private:
   SemanticSegmenterOptions options_;
   DeepLabNetwork network_;
+  NetworkFunction exported_;  // set by use_network: runs in place of network_
+
+  at::Tensor run_network(const at::Tensor& images);
 
   ModelLosses losses_from(const at::Tensor& logits, const Batch& batch);
   bool single_pass() const;

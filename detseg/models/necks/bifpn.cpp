@@ -27,7 +27,7 @@ constexpr int64_t kMinLevel = 3, kNumLevels = 5;
 at::Tensor resample_to_level(const at::Tensor& x, int64_t from, int64_t to,
                              std::array<int64_t, 2> target_size) {
   at::Tensor y = x;
-  for (int64_t l = from; l < to; ++l) y = at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
+  for (int64_t l = from; l < to; ++l) y = at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1}, {1, 1});
   if (from > to || y.size(2) != target_size[0] || y.size(3) != target_size[1]) {
     y = at::upsample_nearest2d(y, {target_size[0], target_size[1]});
   }
@@ -119,8 +119,8 @@ BiFpnImpl::BiFpnImpl(const BiFpnOptions& options_) : options(options_) {
 std::vector<at::Tensor> BiFpnImpl::forward(const std::vector<at::Tensor>& features) {
   TORCH_CHECK(features.size() == 3, "BiFPN: expected C3, C4, C5, got ", features.size(), " maps");
   std::vector<at::Tensor> maps = features;
-  at::Tensor p6 = at::max_pool2d(p6_resample->forward(features.back()), {3, 3}, {2, 2}, {1, 1});
-  at::Tensor p7 = at::max_pool2d(p6, {3, 3}, {2, 2}, {1, 1});
+  at::Tensor p6 = at::max_pool2d(p6_resample->forward(features.back()), {3, 3}, {2, 2}, {1, 1}, {1, 1});
+  at::Tensor p7 = at::max_pool2d(p6, {3, 3}, {2, 2}, {1, 1}, {1, 1});
   maps.push_back(p6);
   maps.push_back(p7);
   for (auto& cell : cells) maps = cell->forward(maps);

@@ -67,7 +67,7 @@ std::vector<at::Tensor> FpnImpl::forward(const std::vector<at::Tensor>& features
     results.push_back(p6_out);
     results.push_back(p7_out);
   }
-  if (options.extra_max_pool()) results.push_back(at::max_pool2d(results.back(), {1, 1}, {2, 2}));
+  if (options.extra_max_pool()) results.push_back(at::max_pool2d(results.back(), {1, 1}, {2, 2}, {0, 0}, {1, 1}));
   return results;
 }
 
