@@ -62,7 +62,8 @@ TEST(ConvertVoc, MalformedXmlExitsOneWithFileAndLine) {
   write_file_atomic(dir + "/voc/Annotations/x.xml", "<annotation>\n<size><width>4</width>\n</annotation>\n");
   CliRun r = detseg_cli("convert voc " + dir + "/voc -o " + dir + "/out.json");
   EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_NE(r.output.find("x.xml:3: malformed XML: expected </size>"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("x.xml:2: malformed XML: <size> opened here is not closed by </size>"), std::string::npos)
+      << r.output;
   EXPECT_FALSE(fs::exists(dir + "/out.json"));
   r = detseg_cli("convert voc " + dir + "/nope -o " + dir + "/out.json");
   EXPECT_EQ(r.code, 1) << r.output;

@@ -111,18 +111,18 @@ TEST(VocReader, MalformedXmlNamesFileAndLine) {
       "  <object><name>RBC</name>\n"
       "    <bndbox><xmin>1</xmin><ymin>2</ymax></bndbox></object>\n"));
   const std::string msg = error_of([&] { read_voc(dir); });
-  EXPECT_NE(msg.find("Annotations/a.xml:6: malformed XML: expected </ymin>"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("got </ymax>"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Annotations/a.xml:6: malformed XML: <ymin> opened here is not closed by </ymin>"),
+            std::string::npos) << msg;
 }
 
 TEST(VocReader, UnclosedElementAndTruncatedFile) {
   std::string msg = error_of([] { parse_xml("<annotation>\n<size>\n", "t.xml"); });
-  EXPECT_NE(msg.find("t.xml:3: malformed XML: expected </size> (element opened at line 2), got end of file"),
-            std::string::npos) << msg;
+  EXPECT_EQ(msg, "t.xml:2: malformed XML: an element is not closed before the end of the file, or the markup is "
+                 "broken there");
   msg = error_of([] { parse_xml("", "e.xml"); });
   EXPECT_NE(msg.find("e.xml:1: malformed XML: expected a root element"), std::string::npos) << msg;
   msg = error_of([] { parse_xml("<a></a><b/>", "two.xml"); });
-  EXPECT_NE(msg.find("expected end of file"), std::string::npos) << msg;
+  EXPECT_EQ(msg, "two.xml:1: malformed XML: expected end of file after </a>, got <b>");
 }
 
 TEST(XmlParser, CommentsEntitiesCdataAttributes) {
@@ -164,15 +164,19 @@ TEST(XmlParser, DeepNestingIsAnErrorNotAStackOverflow) {
   for (int i = 0; i < 20000; ++i) xml += "<a>";
   for (int i = 0; i < 20000; ++i) xml += "</a>";
   EXPECT_EQ(error_of([&] { parse_xml(xml, "deep.xml"); }),
-            "deep.xml:1: malformed XML: elements nested deeper than 256 levels");
+            "deep.xml:1: malformed XML: elements nested deeper than 100 levels");
 }
 
 TEST(XmlParser, CharacterReferencesBecomeUtf8) {
   XmlNode root = parse_xml("<n>caf&#233; &#x20AC;</n>", "ref.xml");
   EXPECT_EQ(root.text, "caf\xc3\xa9 \xe2\x82\xac");
-  EXPECT_EQ(error_of([] { parse_xml("<n>&#xD800;</n>", "s.xml"); }),
-            "s.xml:1: malformed XML: invalid character reference '&#xD800;'");
-  EXPECT_EQ(error_of([] { parse_xml("<n>&#0;</n>", "z.xml"); }), "z.xml:1: malformed XML: invalid character reference '&#0;'");
+  // tinyxml2 writes what an invalid reference names as it is (a surrogate's bytes, nothing for 0):
+  // the fields detseg reads (class names, file names) are then refused as not UTF-8.
+  EXPECT_EQ(parse_xml("<n>&#0;</n>", "z.xml").text, "");
+  const std::string dir = tiny_voc("voc_surrogate", voc_xml(
+      "  <object><name>&#xD800;</name>\n"
+      "    <bndbox><xmin>1</xmin><ymin>2</ymin><xmax>5</xmax><ymax>6</ymax></bndbox></object>\n"));
+  EXPECT_NE(error_of([&] { read_voc(dir); }).find("a.xml:5: <name> is not UTF-8 text"), std::string::npos);
 }
 
 TEST(VocReader, InvertedBoxIsAnErrorWithFileAndLine) {

@@ -1,15 +1,15 @@
-// Implements: a small XML parser (the VOC subset: elements, text, comments, prolog, CDATA) and the
-// Pascal VOC folder reader on top of it.
+// Implements: the Pascal VOC folder reader, on tinyxml2 for the XML.
 #include "detseg/data/readers/voc.h"
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <sstream>
+
+#include <tinyxml2.h>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
@@ -20,161 +20,49 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class XmlParser {
- public:
-  XmlParser(const std::string& text, const std::string& file) : s_(text), file_(file) {}
+// tinyxml2's document as detseg's XmlNode tree: element names, lines, and each element's own
+// character data (text and CDATA children, entities decoded) concatenated and trimmed (VOC text
+// is one token or phrase inside indentation).
+XmlNode to_node(const tinyxml2::XMLElement& element) {
+  XmlNode node;
+  node.name = element.Name();
+  node.line = element.GetLineNum();
+  std::string text;
+  for (const tinyxml2::XMLNode* child = element.FirstChild(); child != nullptr; child = child->NextSibling()) {
+    if (const tinyxml2::XMLElement* e = child->ToElement()) node.children.push_back(to_node(*e));
+    else if (const tinyxml2::XMLText* t = child->ToText()) text += t->Value();
+  }
+  size_t a = 0, b = text.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(text[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(text[b - 1]))) --b;
+  node.text = text.substr(a, b - a);
+  return node;
+}
 
-  XmlNode parse_document() {
-    skip_misc();
-    if (pos_ >= s_.size()) fail("expected a root element, got end of file");
-    if (s_[pos_] != '<') fail(str("expected '<' starting the root element, got '", s_[pos_], "'"));
-    XmlNode root = parse_element();
-    skip_misc();
-    if (pos_ < s_.size()) fail(str("expected end of file after </", root.name, ">, got more content"));
-    return root;
+// One phrase per tinyxml2 error, in detseg's words (its own ErrorStr is a debugging dump).
+std::string xml_error_phrase(const tinyxml2::XMLDocument& doc) {
+  // tinyxml2 names the element in its error string as "XMLElement name=<name>".
+  std::string element;
+  const std::string dump = doc.ErrorStr() ? doc.ErrorStr() : "";
+  if (const size_t at = dump.find("name="); at != std::string::npos) element = dump.substr(at + 5);
+  const std::string in = element.empty() ? "" : " in <" + element + ">";
+  switch (doc.ErrorID()) {
+    case tinyxml2::XML_ERROR_EMPTY_DOCUMENT: return "expected a root element, got end of file";
+    case tinyxml2::XML_ERROR_MISMATCHED_ELEMENT:  // reported at the start tag's line
+      return element.empty() ? "an end tag does not match its start tag"
+                             : str("<", element, "> opened here is not closed by </", element, ">");
+    case tinyxml2::XML_ERROR_PARSING_ELEMENT: return "malformed tag" + in;
+    case tinyxml2::XML_ERROR_PARSING_ATTRIBUTE: return "malformed attribute" + in;
+    case tinyxml2::XML_ERROR_PARSING_TEXT: return "malformed text" + in;
+    case tinyxml2::XML_ERROR_PARSING_CDATA: return "unterminated CDATA section";
+    case tinyxml2::XML_ERROR_PARSING_COMMENT: return "unterminated comment";
+    case tinyxml2::XML_ERROR_PARSING_DECLARATION: return "malformed <?...?> declaration";
+    case tinyxml2::XML_ERROR_PARSING_UNKNOWN: return "malformed <!...> section";
+    case tinyxml2::XML_ELEMENT_DEPTH_EXCEEDED:
+      return str("elements nested deeper than ", TINYXML2_MAX_ELEMENT_DEPTH, " levels");
+    default: return "an element is not closed before the end of the file, or the markup is broken there";
   }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const { throw Error(location(file_, line_) + "malformed XML: " + what); }
-
-  void advance(size_t n) {
-    for (size_t i = 0; i < n && pos_ < s_.size(); ++i, ++pos_)
-      if (s_[pos_] == '\n') ++line_;
-  }
-  bool starts(const char* p) const { return s_.compare(pos_, std::char_traits<char>::length(p), p) == 0; }
-  void skip_until(const char* end, const char* what) {
-    const size_t found = s_.find(end, pos_);
-    if (found == std::string::npos) fail(str("unterminated ", what, ", expected '", end, "'"));
-    advance(found + std::char_traits<char>::length(end) - pos_);
-  }
-  void skip_space() {
-    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) advance(1);
-  }
-  // Whitespace, comments, processing instructions, DOCTYPE.
-  void skip_misc() {
-    for (;;) {
-      skip_space();
-      if (starts("<?")) skip_until("?>", "processing instruction");
-      else if (starts("<!--")) skip_until("-->", "comment");
-      else if (starts("<!DOCTYPE")) skip_until(">", "DOCTYPE");
-      else return;
-    }
-  }
-  std::string parse_name() {
-    const size_t start = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' ||
-                                s_[pos_] == '-' || s_[pos_] == '.' || s_[pos_] == ':'))
-      advance(1);
-    if (pos_ == start) fail(str("expected an element name, got ", pos_ < s_.size() ? str("'", s_[pos_], "'") : "end of file"));
-    return s_.substr(start, pos_ - start);
-  }
-  void append_text(std::string& out, size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
-      if (s_[i] != '&') {
-        out += s_[i];
-        continue;
-      }
-      const size_t semi = s_.find(';', i);
-      const std::string ent = semi == std::string::npos ? "" : s_.substr(i + 1, semi - i - 1);
-      if (ent == "amp") out += '&';
-      else if (ent == "lt") out += '<';
-      else if (ent == "gt") out += '>';
-      else if (ent == "quot") out += '"';
-      else if (ent == "apos") out += '\'';
-      else if (ent.size() > 1 && ent[0] == '#') append_char_reference(out, ent);
-      else fail(str("unknown entity '&", ent, ";'"));
-      i = semi;
-    }
-  }
-
-  // &#233; or &#xE9; as UTF-8 (the only encoding detseg's COCO files can carry).
-  void append_char_reference(std::string& out, const std::string& ent) {
-    const bool hex = ent[1] == 'x' || ent[1] == 'X';
-    const std::string digits = ent.substr(hex ? 2 : 1);
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long cp = std::strtoul(digits.c_str(), &end, hex ? 16 : 10);
-    if (digits.empty() || *end != '\0' || errno != 0 || cp == 0 || cp > 0x10FFFF ||
-        !append_utf8(out, static_cast<uint32_t>(cp)))
-      fail(str("invalid character reference '&", ent, ";'"));
-  }
-
-  XmlNode parse_element(int depth = 0) {
-    // Real VOC files are 3 levels deep; the bound keeps a hostile file from exhausting the stack.
-    constexpr int kMaxDepth = 256;
-    if (depth > kMaxDepth) fail(str("elements nested deeper than ", kMaxDepth, " levels"));
-    XmlNode node;
-    node.line = line_;
-    advance(1);  // '<'
-    node.name = parse_name();
-    // Attributes: skipped, but quoted values may hold '>'.
-    for (;;) {
-      if (pos_ >= s_.size()) fail(str("unterminated start tag <", node.name, ">"));
-      const char c = s_[pos_];
-      if (c == '"' || c == '\'') {
-        const size_t close = s_.find(c, pos_ + 1);
-        if (close == std::string::npos) fail("unterminated attribute value");
-        advance(close + 1 - pos_);
-      } else if (c == '/' && pos_ + 1 < s_.size() && s_[pos_ + 1] == '>') {
-        advance(2);
-        return node;
-      } else if (c == '>') {
-        advance(1);
-        break;
-      } else if (c == '<') {
-        fail(str("expected '>' closing the start tag <", node.name, ">, got '<'"));
-      } else {
-        advance(1);
-      }
-    }
-    std::string text;
-    for (;;) {
-      const size_t lt = s_.find('<', pos_);
-      if (lt == std::string::npos) {
-        advance(s_.size() - pos_);  // report the line where the file ends
-        fail(str("expected </", node.name, "> (element opened at line ", node.line, "), got end of file"));
-      }
-      append_text(text, pos_, lt);
-      advance(lt - pos_);
-      if (starts("</")) {
-        advance(2);
-        const long close_line = line_;
-        const std::string name = parse_name();
-        skip_space();
-        if (pos_ >= s_.size() || s_[pos_] != '>') fail(str("expected '>' after </", name));
-        if (name != node.name) {
-          line_ = close_line;
-          fail(str("expected </", node.name, "> (element opened at line ", node.line, "), got </", name, ">"));
-        }
-        advance(1);
-        break;
-      }
-      if (starts("<!--")) {
-        skip_until("-->", "comment");
-      } else if (starts("<![CDATA[")) {
-        const size_t end = s_.find("]]>", pos_);
-        if (end == std::string::npos) fail("unterminated CDATA section");
-        text.append(s_, pos_ + 9, end - pos_ - 9);
-        advance(end + 3 - pos_);
-      } else if (starts("<?")) {
-        skip_until("?>", "processing instruction");
-      } else {
-        node.children.push_back(parse_element(depth + 1));
-      }
-    }
-    // Trim: VOC text is always a single token or phrase surrounded by indentation.
-    size_t a = 0, b = text.size();
-    while (a < b && std::isspace(static_cast<unsigned char>(text[a]))) ++a;
-    while (b > a && std::isspace(static_cast<unsigned char>(text[b - 1]))) --b;
-    node.text = text.substr(a, b - a);
-    return node;
-  }
-
-  const std::string& s_;
-  const std::string& file_;
-  size_t pos_ = 0;
-  long line_ = 1;
-};
+}
 
 const XmlNode& require(const XmlNode& parent, const std::string& name, const std::string& file) {
   const XmlNode* c = parent.child(name);
@@ -261,15 +149,26 @@ std::string declared_encoding(const std::string& text) {
 }  // namespace
 
 XmlNode parse_xml(const std::string& text, const std::string& file) {
-  // Latin-1 files (some labelling tools on Windows write them) become UTF-8 here, byte for code point.
+  // Latin-1 files (some labelling tools on Windows write them) become UTF-8 here, byte for code
+  // point; tinyxml2 reads UTF-8 only.
+  std::string utf8;
   const std::string encoding = declared_encoding(text);
   if (encoding == "iso-8859-1" || encoding == "latin-1" || encoding == "latin1") {
-    std::string utf8;
     utf8.reserve(text.size() + text.size() / 8);
     for (char c : text) append_utf8(utf8, static_cast<unsigned char>(c));
-    return XmlParser(utf8, file).parse_document();
   }
-  return XmlParser(text, file).parse_document();
+  const std::string& xml = utf8.empty() ? text : utf8;
+  tinyxml2::XMLDocument doc(/*processEntities=*/true, tinyxml2::PRESERVE_WHITESPACE);
+  doc.Parse(xml.data(), xml.size());
+  if (doc.Error())
+    throw Error(location(file, std::max(1, doc.ErrorLineNum())) + "malformed XML: " + xml_error_phrase(doc));
+  const tinyxml2::XMLElement* root = doc.RootElement();
+  DETSEG_CHECK(root != nullptr, location(file, 1), "malformed XML: expected a root element, got none");
+  // tinyxml2 accepts several top-level elements; a VOC file (and XML) has one.
+  if (const tinyxml2::XMLElement* extra = root->NextSiblingElement())
+    throw Error(location(file, extra->GetLineNum()) + str("malformed XML: expected end of file after </", root->Name(),
+                                                          ">, got <", extra->Name(), ">"));
+  return to_node(*root);
 }
 
 CocoDataset read_voc(const std::string& voc_dir, const VocOptions& options) {
