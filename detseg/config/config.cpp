@@ -223,6 +223,10 @@ void visit_model(V& v, ModelConfig& c) {
           "RetinaNet head convs: none (torchvision's retinanet_resnet50_fpn) or group_norm (32 groups, "
           "retinanet_resnet50_fpn_v2; trains much faster from scratch)");
   v.field("frozen_batch_norm", c.frozen_batch_norm, any(), "Backbone batch norm frozen (statistics and affine)");
+  v.field("batch_norm_momentum", c.batch_norm_momentum, range(0.0001, 1),
+          "EfficientDet's batch norm momentum, torch's convention (new = (1 - m) old + m batch): the reference's "
+          "0.01 (TF decay 0.99) suits long runs; ~0.1 lets a short from-scratch run's statistics keep up with its "
+          "weights");
   v.field("trainable_backbone_stages", c.trainable_backbone_stages, range(0, 5),
           "ResNet stages trained, counted from the top (torchvision's trainable_backbone_layers)");
   v.field("matched_threshold", c.matched_threshold, range(0, 1), "IoU at or above which an anchor is positive");

@@ -123,6 +123,9 @@ struct ModelConfig {
   int64_t fpn_channels = 256;
   std::string head_norm = "none";     // RetinaNet head: none (torchvision v1) | group_norm (v2)
   bool frozen_batch_norm = true;
+  // EfficientDet's batch norm momentum (torch's convention: the weight of each new batch). The
+  // reference's 0.99 decay is 0.01; short from-scratch runs need faster statistics (docs/training.md).
+  double batch_norm_momentum = 0.01;
   int64_t trainable_backbone_stages = 3;
   double matched_threshold = 0.5;
   double unmatched_threshold = 0.4;

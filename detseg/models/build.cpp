@@ -208,6 +208,7 @@ std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config) {
     const int64_t coef = m.efficientdet[1] - '0';
     EfficientDetNetworkOptions net_options(coef, m.num_classes);
     net_options.num_anchors(num_anchors);
+    net_options.bn_momentum(m.batch_norm_momentum);
     auto network = std::make_shared<EfficientDetNetworkImpl>(net_options);
     return std::make_shared<DenseDetectorImpl>(options, network,
                                                [network](const at::Tensor& x) { return network->forward(x); });

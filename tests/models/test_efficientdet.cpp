@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "detseg/core/error.h"
+#include "detseg/config/config.h"
+#include "detseg/models/build.h"
 #include "detseg/models/efficientdet_network.h"
+#include "detseg/models/layers/frozen_batch_norm.h"
 
 namespace {
 
@@ -50,6 +53,39 @@ TEST(EfficientDet, TrainStepChangesFusionWeights) {
   ASSERT_EQ(w.numel(), 3);
   ASSERT_TRUE(w.grad().defined());
   EXPECT_GT(w.grad().abs().sum().item<float>(), 0.0f);
+}
+
+}  // namespace
+
+namespace {
+
+// The stem's first batch norm after one training-mode forward of a D0 built (seeded) with
+// model.batch_norm_momentum = `momentum`; every norm must carry that momentum.
+at::Tensor running_mean_after_one_batch(double momentum) {
+  const detseg::PipelineConfig config = detseg::parse_config(
+      "model: {type: efficientdet, efficientdet: d0, num_classes: 3, image_size: 128, batch_norm_momentum: " +
+          std::to_string(momentum) + "}\n",
+      "bn.yaml");
+  torch::manual_seed(0);
+  auto model = detseg::build_detector(config);
+  std::vector<detseg::Norm2dImpl*> norms;
+  for (auto& m : model->modules())
+    if (auto* n = dynamic_cast<detseg::Norm2dImpl*>(m.get())) norms.push_back(n);
+  EXPECT_GT(norms.size(), 50u);
+  for (auto* n : norms) EXPECT_DOUBLE_EQ(n->options.momentum(), momentum);
+  EXPECT_EQ(norms[0]->running_mean.abs().max().item<float>(), 0.0f);
+  model->train();
+  at::NoGradGuard no_grad;
+  model->network_outputs(at::linspace(-1, 1, 2 * 3 * 128 * 128).reshape({2, 3, 128, 128}));
+  return norms[0]->running_mean.clone();
+}
+
+TEST(EfficientDet, BatchNormMomentumComesFromTheConfig) {
+  // From zero, a running mean moves by momentum x the batch mean: the same weights and batch
+  // give updates in the ratio of the momenta.
+  const at::Tensor slow = running_mean_after_one_batch(0.01), fast = running_mean_after_one_batch(0.1);
+  ASSERT_GT(slow.abs().max().item<float>(), 0.0f);
+  EXPECT_TRUE(at::allclose(fast, slow * 10, 1e-4, 1e-7));
 }
 
 }  // namespace
