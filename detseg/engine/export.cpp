@@ -309,7 +309,24 @@ void fit_loader_to_exported_model(LoaderOptions& loader, const ExportedModelInfo
   loader.collate.fixed_width = info.width;
 }
 
+namespace {
+std::string comma_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+}  // namespace
+
 void use_exported_network(ModelImpl& model, const std::string& path, const at::Device& device) {
+  // The model must be the kind the graph was traced from (a --config of another model.type would
+  // otherwise run its own untrained layers, or none).
+  const std::vector<std::string> expected = model.network_output_names();
+  const std::vector<std::string> outputs = read_exported_model_info(path).outputs;
+  DETSEG_CONFIG_CHECK(!expected.empty() && outputs.size() >= expected.size() &&
+                          std::equal(expected.begin(), expected.end(), outputs.begin()),
+                      path, ": the exported graph's outputs (", comma_list(outputs), ") are not what this config's model "
+                      "takes (", expected.empty() ? std::string("it cannot run an exported graph") : comma_list(expected),
+                      "): predict it without --config, or with the config it was exported from");
   auto module = std::make_shared<torch::jit::Module>(torch::jit::load(path, device));
   module->eval();
   model.use_network([module](const at::Tensor& images) {

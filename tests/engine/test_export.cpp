@@ -291,5 +291,15 @@ TEST(Export, RefusesWhatItCannotTraceWithOneLineAndNoFile) {
   EXPECT_NE(no_python.output.find("set DETSEG_PYTHON to a Python with torch and onnx"), std::string::npos) << no_python.output;
   EXPECT_FALSE(fs::exists(dir / "m.onnx"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);  // config.yaml, model/
+  // An exported graph run with the config of another model.type: refused, not run as garbage.
+  ASSERT_EQ(export_as(config, dir, "torchscript", (dir / "m.pt").string()).code, 0);
+  auto mismatch = detseg::testing::run_command(std::string(DETSEG_BINARY) + " predict --checkpoint " +
+                                               (dir / "m.pt").string() + " --config " + config +
+                                               " --set model.type=faster_rcnn --input " + DETSEG_SOURCE_DIR +
+                                               "/assets/demo/images --output " + (dir / "p").string());
+  EXPECT_NE(mismatch.code, 0);
+  EXPECT_NE(mismatch.output.find("m.pt: the exported graph's outputs (cls_logits, box_regression, anchors) are not "
+                                 "what this config's model takes (it cannot run an exported graph)"),
+            std::string::npos) << mismatch.output;
   fs::remove_all(dir);
 }
