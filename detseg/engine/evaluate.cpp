@@ -495,6 +495,10 @@ namespace {
 // The model config.model.type names, with `checkpoint`'s (EMA) weights; `step` receives its step.
 std::shared_ptr<ModelImpl> load_model_for_eval(const PipelineConfig& config, const std::string& checkpoint,
                                                int64_t& step) {
+  // An exported graph takes one image of its traced size; evaluation batches eval.batch_size
+  // images padded as the config says.
+  DETSEG_CONFIG_CHECK(!is_exported_model(checkpoint), checkpoint, ": eval takes a training checkpoint; an exported "
+                      "model runs with `detseg predict` (its detections.json scores with `detseg coco-eval`)");
   if (is_segmentation_model(config)) return load_segmenter(config, checkpoint, &step);
   return load_detector(config, checkpoint, &step);
 }

@@ -301,5 +301,12 @@ TEST(Export, RefusesWhatItCannotTraceWithOneLineAndNoFile) {
   EXPECT_NE(mismatch.output.find("m.pt: the exported graph's outputs (cls_logits, box_regression, anchors) are not "
                                  "what this config's model takes (it cannot run an exported graph)"),
             std::string::npos) << mismatch.output;
+  const std::string demo = std::string(DETSEG_SOURCE_DIR) + "/assets/demo";
+  auto eval = detseg::testing::run_command(std::string(DETSEG_BINARY) + " eval --config " + config + " --checkpoint " +
+                                           (dir / "m.pt").string() + " --set eval_input.annotations=" + demo +
+                                           "/val.json --set eval_input.images=" + demo + "/images");
+  EXPECT_NE(eval.code, 0);
+  EXPECT_NE(eval.output.find("m.pt: eval takes a training checkpoint; an exported model runs with `detseg predict`"),
+            std::string::npos) << eval.output;
   fs::remove_all(dir);
 }
