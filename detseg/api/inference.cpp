@@ -42,9 +42,10 @@ struct Loaded {
   int64_t step = 0;
 };
 
-Loaded prepare(const std::string& model, const PipelineConfig& config, const ModelImpl& net) {
+Loaded prepare(const std::string& model, const PipelineConfig& config, const ModelImpl& net, int64_t step) {
   Loaded l;
   l.config = config;
+  l.step = step;
   set_max_image_pixels(config.max_image_pixels);
   l.loader = make_loader_options(config, config.eval_input, /*training=*/false, 1, net.input_size());
   if (is_exported_model(model)) {
@@ -107,8 +108,7 @@ Detector::Detector(const std::string& model, const PipelineConfig& config) : sta
                       " is a segmentation model: use detseg::Segmenter");
   int64_t step = 0;
   state_->model = load_detector(config, model, &step);
-  state_->loaded = prepare(model, config, *state_->model);
-  state_->loaded.step = step;
+  state_->loaded = prepare(model, config, *state_->model, step);
 }
 
 std::vector<Detection> Detector::detect(const cv::Mat& image) const { return detect(rgb_tensor_from_mat(image)); }
@@ -118,13 +118,17 @@ std::vector<Detection> Detector::detect(const at::Tensor& rgb) const {
   const Loaded& l = state_->loaded;
   const Boxes d = state_->model->detect(batch_of(rgb, l.loader, *state_->model))[0].to(at::kCPU);
   std::vector<Detection> out;
-  const at::Tensor boxes = d.boxes.to(at::kFloat).contiguous();
+  // Read through accessors: an item() per field and detection costs a dispatch each.
+  const at::Tensor boxes = d.boxes.to(at::kFloat).contiguous(), scores = d.scores.to(at::kFloat).contiguous();
+  const at::Tensor classes = d.classes.to(at::kLong).contiguous();
+  const auto box = boxes.accessor<float, 2>();
+  const auto score = scores.accessor<float, 1>();
+  const auto label = classes.accessor<int64_t, 1>();
   for (int64_t i = 0; i < d.size(); ++i) {
     Detection det;
-    const float* b = boxes.data_ptr<float>() + 4 * i;
-    det.x1 = b[0], det.y1 = b[1], det.x2 = b[2], det.y2 = b[3];
-    det.score = d.scores[i].item<float>();
-    det.label = d.classes[i].item<int64_t>();
+    det.x1 = box[i][0], det.y1 = box[i][1], det.x2 = box[i][2], det.y2 = box[i][3];
+    det.score = score[i];
+    det.label = label[i];
     det.category_id = det.label < static_cast<int64_t>(l.category_ids.size()) ? l.category_ids[det.label] : det.label;
     det.class_name = det.label < static_cast<int64_t>(l.class_names.size()) ? l.class_names[det.label]
                                                                               : std::to_string(det.label);
@@ -155,8 +159,7 @@ Segmenter::Segmenter(const std::string& model, const PipelineConfig& config) : s
                       " is a detector: use detseg::Detector");
   int64_t step = 0;
   state_->model = load_segmenter(config, model, &step);
-  state_->loaded = prepare(model, config, *state_->model);
-  state_->loaded.step = step;
+  state_->loaded = prepare(model, config, *state_->model, step);
 }
 
 at::Tensor Segmenter::segment(const at::Tensor& rgb) const {

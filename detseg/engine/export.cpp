@@ -30,6 +30,12 @@ namespace {
 constexpr const char* kConfigFile = "detseg/config.yaml";
 constexpr const char* kMetaFile = "detseg/meta.json";
 
+std::string joined(const std::vector<std::string>& names, const std::string& separator) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : separator) + n;
+  return out;
+}
+
 nlohmann::json checkpoint_meta(const std::string& checkpoint) {
   nlohmann::json meta = nlohmann::json::parse(read_checkpoint_metadata(checkpoint), nullptr, false);
   return meta.is_object() ? meta : nlohmann::json::object();
@@ -157,8 +163,7 @@ except Exception as e:
 )PY";
 
 void convert_to_onnx(const std::string& torchscript, const std::string& output, const ExportResult& r) {
-  std::string names;
-  for (const std::string& n : r.outputs) names += (names.empty() ? "" : ",") + n;
+  const std::string names = joined(r.outputs, ",");
   const std::string python = python_for_onnx();
   const std::string temp = temp_path_next_to(output, ".onnx");
   const ProcessResult p = run_process({python, "-c", kOnnxScript, torchscript, temp, std::to_string(r.height),
@@ -309,14 +314,6 @@ void fit_loader_to_exported_model(LoaderOptions& loader, const ExportedModelInfo
   loader.collate.fixed_width = info.width;
 }
 
-namespace {
-std::string comma_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-}  // namespace
-
 void use_exported_network(ModelImpl& model, const std::string& path, const at::Device& device) {
   // The model must be the kind the graph was traced from (a --config of another model.type would
   // otherwise run its own untrained layers, or none).
@@ -324,8 +321,8 @@ void use_exported_network(ModelImpl& model, const std::string& path, const at::D
   const std::vector<std::string> outputs = read_exported_model_info(path).outputs;
   DETSEG_CONFIG_CHECK(!expected.empty() && outputs.size() >= expected.size() &&
                           std::equal(expected.begin(), expected.end(), outputs.begin()),
-                      path, ": the exported graph's outputs (", comma_list(outputs), ") are not what this config's model "
-                      "takes (", expected.empty() ? std::string("it cannot run an exported graph") : comma_list(expected),
+                      path, ": the exported graph's outputs (", joined(outputs, ", "), ") are not what this config's model "
+                      "takes (", expected.empty() ? std::string("it cannot run an exported graph") : joined(expected, ", "),
                       "): predict it without --config, or with the config it was exported from");
   auto module = std::make_shared<torch::jit::Module>(torch::jit::load(path, device));
   module->eval();

@@ -115,7 +115,7 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
 }  // namespace
 
 int64_t predict_images(const PipelineConfig& config, const PredictOptions& options) {
-  set_max_image_pixels(config.max_image_pixels);
+  // (The image-size limit is set where Detector/Segmenter load the model.)
   if (is_segmentation_model(config)) return predict_segmentation(config, options);
   const Detector detector(options.checkpoint, config);
   std::vector<std::string> images = list_images(options.input);
