@@ -19,7 +19,9 @@ int run_export(const ExportArgs& args) {
   if (r.height > 0) {
     traced = str(", input images [1, 3, ", r.height, ", ", r.width, "], outputs");
     for (const std::string& name : r.outputs) traced += " " + name;
+    for (const std::string& graph : r.graphs) traced += "; " + graph;
   }
+  for (const std::string& file : r.files) traced += str("; ", file);
   print_output(str("exported step ", r.step, " of ", args.checkpoint, " as ", args.format, ": ", r.num_tensors,
                    " tensors (", r.num_values, " values)", traced, " to ", args.output, "\n"));
   return 0;

@@ -94,6 +94,9 @@ void visit_deeplab(V& v, DeepLabConfig& c) {
   v.field("low_level_channels", c.low_level_channels, range(0, 1024),
           "Decoder projection of the stride-4 features (48); 0: no decoder (DeepLabv3)");
   v.field("decoder_channels", c.decoder_channels, range(8, 4096), "Decoder 3x3 conv width");
+  v.field("head_conv", c.head_conv, any(),
+          "deeplabv3: a 3x3 conv + batch norm + ReLU between the ASPP and the classifier, as torchvision's "
+          "DeepLabHead (its safetensors export then loads into torchvision's deeplabv3_resnet*)");
   v.field("crop_size", c.crop_size, range(16, 4096), "Square training crop (padded with the ignore label)");
   v.field("scale_step", c.scale_step, range(0, 10),
           "Training random scale in train_input.scale_min..scale_max by this step (0: continuous)");
@@ -823,6 +826,8 @@ void check_consistency(const PipelineConfig& c) {
                             c.model.backbone == "xception65",
                         at, "model.backbone: DeepLab takes resnet18/34/50/101, mobilenet_v2 or xception65, got ",
                         c.model.backbone);
+    DETSEG_CONFIG_CHECK(!c.model.deeplab.head_conv || c.model.type == "deeplabv3" || c.model.deeplab.low_level_channels == 0,
+                        at, "model.deeplab.head_conv: deeplabv3 only (deeplabv3plus's decoder has its own 3x3 convs)");
   }
   if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn") {
     const FasterRcnnConfig& f = c.model.faster_rcnn;

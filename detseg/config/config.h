@@ -39,6 +39,7 @@ struct DeepLabConfig {
   bool image_pooling = true;          // ASPP image-level branch (add_image_level_feature)
   int64_t low_level_channels = 48;    // decoder projection of the stride-4 features
   int64_t decoder_channels = 256;
+  bool head_conv = false;             // deeplabv3: 3x3 conv + BN + ReLU before the classifier
   int64_t crop_size = 513;            // square training crop
   double scale_step = 0.25;           // train_input.scale_min..scale_max in these steps (0: continuous)
   int64_t ignore_label = 255;

@@ -8,6 +8,8 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -41,12 +43,27 @@ nlohmann::json checkpoint_meta(const std::string& checkpoint) {
   return meta.is_object() ? meta : nlohmann::json::object();
 }
 
+// detseg's parameter names are torchvision's for RetinaNet and Faster/Mask R-CNN. DeepLabv3's head
+// is torchvision's DeepLabHead under other names: classifier.0 the ASPP, .1 and .2 the 3x3 conv and
+// its norm (model.deeplab.head_conv), .4 the 1x1 classifier.
+std::string torchvision_name(const PipelineConfig& config, const std::string& name) {
+  if (config.model.type != "deeplabv3") return name;
+  static const std::pair<const char*, const char*> kPrefixes[] = {{"aspp.", "classifier.0."},
+                                                                  {"head_conv.0.", "classifier.1."},
+                                                                  {"head_conv.1.", "classifier.2."},
+                                                                  {"classifier.", "classifier.4."}};
+  for (const auto& [ours, theirs] : kPrefixes)
+    if (name.rfind(ours, 0) == 0) return theirs + name.substr(std::char_traits<char>::length(ours));
+  return name;
+}
+
 ExportResult export_safetensors(const PipelineConfig& config, const ExportOptions& options) {
   auto model = build_model(config);
   ExportResult result;
   result.step = load_weights_for_eval(options.checkpoint, *model);
   NamedTensors state = module_state(*model);
   for (auto& [name, tensor] : state) {
+    name = torchvision_name(config, name);
     tensor = tensor.detach().cpu().contiguous();
     ++result.num_tensors;
     result.num_values += tensor.numel();
@@ -105,32 +122,74 @@ torch::jit::Module module_holding(const torch::nn::Module& model, const std::str
   return module;
 }
 
-torch::jit::Module trace_network(ModelImpl& model, const std::string& type_name, const at::Tensor& example) {
-  torch::jit::Module module = module_holding(model, type_name);
-  // The constants (anchors) become buffers of the module, so that the graph can return them: the
-  // tracer refuses outputs that are not attributes or computed from the input.
-  std::vector<at::Tensor> constants;
-  for (auto& [name, tensor] : model.network_constants(example.size(2), example.size(3), example.device())) {
-    module.register_buffer(name, tensor);
-    constants.push_back(tensor);
-  }
-  auto network = [&](torch::jit::Stack inputs) -> torch::jit::Stack {
+// Traces `fn` on `example` as method `method` of `module` (whose attributes hold the weights).
+void add_traced_method(torch::jit::Module& module, const std::string& method, const std::vector<at::Tensor>& example,
+                       const std::vector<std::string>& input_names,
+                       const std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>& fn) {
+  auto run = [&](torch::jit::Stack inputs) -> torch::jit::Stack {
+    std::vector<at::Tensor> tensors;
+    for (const c10::IValue& v : inputs) tensors.push_back(v.toTensor());
     std::vector<c10::IValue> outputs;
-    for (const at::Tensor& t : model.network_outputs(inputs.at(0).toTensor())) outputs.emplace_back(t);
-    for (const at::Tensor& t : constants) outputs.emplace_back(t);
+    for (const at::Tensor& t : fn(tensors)) outputs.emplace_back(t);
     return {c10::ivalue::Tuple::create(std::move(outputs))};
   };
+  torch::jit::Stack inputs(example.begin(), example.end());
   auto no_names = [](const at::Tensor&) { return std::string(); };
-  auto traced = torch::jit::tracer::trace({example}, network, no_names, /*strict=*/false, /*force_outplace=*/true,
-                                          &module, {"images"});
-  auto forward = module._ivalue()->compilation_unit()->create_function(
-      c10::QualifiedName(*module.type()->name(), "forward"), traced.first->graph);
-  module.type()->addMethod(forward);
+  auto traced = torch::jit::tracer::trace(std::move(inputs), run, no_names, /*strict=*/false, /*force_outplace=*/true,
+                                          &module, input_names);
+  auto function = module._ivalue()->compilation_unit()->create_function(
+      c10::QualifiedName(*module.type()->name(), method), traced.first->graph);
+  module.type()->addMethod(function);
+}
+
+// What the export traces: forward's example images and, per later graph, its example inputs.
+struct TraceExamples {
+  at::Tensor images;
+  std::map<std::string, std::vector<at::Tensor>> graphs;
+};
+
+TraceExamples trace_examples(ModelImpl& model, const at::Tensor& images) {
+  TraceExamples examples{images, {}};
+  if (model.network_graphs().empty()) return examples;
+  const std::vector<at::Tensor> forward_outputs = model.network_outputs(images);
+  for (const auto& graph : model.network_graphs())
+    examples.graphs[graph.name] = model.network_graph_example(graph.name, forward_outputs);
+  return examples;
+}
+
+// A TorchScript module of `model`'s network: forward and every later graph as methods, or (`only`
+// set) that one graph alone as forward (what the ONNX converter takes, a file per graph).
+torch::jit::Module trace_network(ModelImpl& model, const std::string& type_name, const TraceExamples& examples,
+                                 const std::string& only = "") {
+  torch::jit::Module module = module_holding(model, type_name);
+  if (only.empty() || only == "forward") {
+    // The constants (anchors) become buffers of the module, so that the graph can return them: the
+    // tracer refuses outputs that are not attributes or computed from the input.
+    std::vector<at::Tensor> constants;
+    for (auto& [name, tensor] :
+         model.network_constants(examples.images.size(2), examples.images.size(3), examples.images.device())) {
+      module.register_buffer(name, tensor);
+      constants.push_back(tensor);
+    }
+    add_traced_method(module, "forward", {examples.images}, {"images"}, [&](const std::vector<at::Tensor>& in) {
+      std::vector<at::Tensor> out = model.network_outputs(in.at(0));
+      out.insert(out.end(), constants.begin(), constants.end());
+      return out;
+    });
+  }
+  for (const auto& graph : model.network_graphs()) {
+    if (!only.empty() && only != graph.name) continue;
+    add_traced_method(module, only.empty() ? graph.name : "forward", examples.graphs.at(graph.name), graph.input_names,
+                      [&](const std::vector<at::Tensor>& in) { return model.run_network_graph(graph.name, in); });
+  }
   return module;
 }
 
-std::string temp_path_next_to(const std::string& path, const std::string& suffix) {
-  return path + ".tmp." + std::to_string(::getpid()) + suffix;
+// The ONNX file of a later graph: model.onnx -> model.box_head.onnx, next to it.
+std::string graph_file(const std::string& output, const std::string& graph) {
+  fs::path p(output);
+  const std::string ext = p.extension().string();
+  return (p.parent_path() / (p.stem().string() + "." + graph + (ext.empty() ? ".onnx" : ext))).string();
 }
 
 // $DETSEG_PYTHON, else the Python this build was configured with (scripts/setup.sh's venv, which has
@@ -144,52 +203,48 @@ std::string python_for_onnx() {
 }
 
 // torch.onnx's TorchScript converter (dynamo=False: the input is a traced graph, not Python code),
-// then onnx's own checker. Prints one line on failure; exit 3 when a package is missing.
+// then onnx's own checker, for each job: a TorchScript file whose forward is one graph. Prints one
+// line on failure; exit 3 when a package is missing.
 constexpr const char* kOnnxScript = R"PY(
-import sys, warnings
+import json, sys, warnings
 try:
     import torch, onnx
 except ImportError as e:
     print("missing Python package:", e.name); sys.exit(3)
-src, dst, h, w, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(",")
 warnings.filterwarnings("ignore")
 try:
-    m = torch.jit.load(src, map_location="cpu")
-    torch.onnx.export(m, (torch.zeros(1, 3, h, w),), dst, opset_version=17, dynamo=False,
-                      input_names=["images"], output_names=names)
-    onnx.checker.check_model(onnx.load(dst), full_check=True)
+    for job in json.loads(sys.argv[1]):
+        m = torch.jit.load(job["src"], map_location="cpu")
+        names = [name for name, _ in job["inputs"]]
+        axes = {n: {0: "regions"} for n in names + job["outputs"]} if job["regions"] else None
+        torch.onnx.export(m, tuple(torch.zeros(*shape) for _, shape in job["inputs"]), job["dst"], opset_version=17,
+                          dynamo=False, input_names=names, output_names=job["outputs"], dynamic_axes=axes)
+        onnx.checker.check_model(onnx.load(job["dst"]), full_check=True)
 except Exception as e:
     print(type(e).__name__ + ": " + str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__); sys.exit(1)
 )PY";
 
-void convert_to_onnx(const std::string& torchscript, const std::string& output, const ExportResult& r) {
-  const std::string names = joined(r.outputs, ",");
+void run_onnx_conversion(const nlohmann::json& jobs, const std::string& output) {
   const std::string python = python_for_onnx();
-  const std::string temp = temp_path_next_to(output, ".onnx");
-  const ProcessResult p = run_process({python, "-c", kOnnxScript, torchscript, temp, std::to_string(r.height),
-                                       std::to_string(r.width), names});
+  const ProcessResult p = run_process({python, "-c", kOnnxScript, jobs.dump()});
   std::string last_line = p.output;
   while (!last_line.empty() && last_line.back() == '\n') last_line.pop_back();
   if (const size_t nl = last_line.rfind('\n'); nl != std::string::npos) last_line = last_line.substr(nl + 1);
-  if (p.status != 0) {
-    std::error_code ec;
-    fs::remove(temp, ec);
-  }
   DETSEG_CHECK(p.status != 127, "export --format onnx: cannot run ", python, "; it converts with torch.onnx: set "
                "DETSEG_PYTHON to a Python with torch and onnx (pip install torch==2.11.0 onnx)");
   DETSEG_CHECK(p.status != 3, "export --format onnx: ", python, " lacks a package (", last_line, "); pip install "
                "torch==2.11.0 onnx into it, or set DETSEG_PYTHON to a Python that has them");
   DETSEG_CHECK(p.status == 0, "export --format onnx: torch.onnx could not convert ", output, ": ", last_line);
-  fs::rename(temp, output);
 }
+
+nlohmann::json shape_of(const at::Tensor& t) { return t.sizes().vec(); }
 
 ExportResult export_traced(const PipelineConfig& config, const ExportOptions& options) {
   torch::NoGradGuard no_grad;
   const at::Device device = resolve_device(config.device);
   auto model = build_model(config);
   DETSEG_CONFIG_CHECK(!model->network_output_names().empty(), "export --format ", options.format, ": ",
-                      config.model.type, " cannot be traced yet (its proposal NMS and RoI crops run between the "
-                      "network's stages); --format safetensors exports its weights");
+                      config.model.type, " cannot be traced; --format safetensors exports its weights");
   model->to(device);
   ExportResult result;
   result.step = load_weights_for_eval(options.checkpoint, *model);
@@ -204,16 +259,29 @@ ExportResult export_traced(const PipelineConfig& config, const ExportOptions& op
     result.num_values += p.value().numel();
   }
 
-  // Normalised pixels, like the loader's output: the graph's shapes are fixed by this example.
-  const at::Tensor example = at::randn({1, 3, result.height, result.width}, at::TensorOptions(device));
+  // Normalised pixels, like the loader's output: forward's shapes are fixed by this example.
+  const TraceExamples examples =
+      trace_examples(*model, at::randn({1, 3, result.height, result.width}, at::TensorOptions(device)));
   const std::string type_name = is_segmentation_model(config) ? "Segmenter" : "Detector";
-  torch::jit::Module traced = trace_network(*model, type_name, example);
 
   nlohmann::json meta = checkpoint_meta(options.checkpoint);
   nlohmann::json info = {{"format", "detseg-torchscript"}, {"detseg", DETSEG_VERSION}, {"model", config.model.type},
                          {"step", result.step}, {"input", {1, 3, result.height, result.width}},
                          {"input_name", "images"}, {"outputs", result.outputs},
                          {"pixel_mean", config.model.pixel_mean}, {"pixel_std", config.model.pixel_std}};
+  // Later graphs: their inputs' shapes with the region count free (-1).
+  nlohmann::json graphs = nlohmann::json::array();
+  for (const auto& g : model->network_graphs()) {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (size_t i = 0; i < g.input_names.size(); ++i) {
+      nlohmann::json shape = shape_of(examples.graphs.at(g.name).at(i));
+      shape[0] = -1;
+      inputs.push_back({{"name", g.input_names[i]}, {"shape", shape}});
+    }
+    graphs.push_back({{"name", g.name}, {"inputs", inputs}, {"outputs", g.output_names}});
+    result.graphs.push_back(g.name + "(" + joined(g.input_names, ", ") + ") -> " + joined(g.output_names, ", "));
+  }
+  if (!graphs.empty()) info["graphs"] = graphs;
   for (const char* key : {"class_names", "category_ids"})
     if (meta.contains(key)) info[key] = meta[key];
   // Data paths absolute: the embedded config is read from wherever the model goes (predict takes
@@ -239,13 +307,35 @@ ExportResult export_traced(const PipelineConfig& config, const ExportOptions& op
   const fs::path out(options.output);
   const fs::path temp_dir = out.parent_path() / (".detseg-export-" + std::to_string(::getpid()));
   make_directories(temp_dir.string());
-  const std::string temp = (temp_dir / out.filename()).replace_extension(".pt").string();
+  std::vector<std::pair<fs::path, fs::path>> renames;  // temp -> final, forward's file last
   try {
-    traced.save(temp, extra);
-    if (options.format == "onnx")
-      convert_to_onnx(temp, options.output, result);
-    else
-      fs::rename(temp, options.output);
+    if (options.format == "torchscript") {
+      const fs::path temp = (temp_dir / out.filename()).replace_extension(".pt");
+      trace_network(*model, type_name, examples).save(temp.string(), extra);
+      renames.emplace_back(temp, out);
+    } else {
+      // ONNX: one file per graph; forward's carries the model's own name.
+      nlohmann::json jobs = nlohmann::json::array();
+      auto add_job = [&](const std::string& graph, const std::vector<std::string>& input_names,
+                         const std::vector<at::Tensor>& example, const std::vector<std::string>& outputs) {
+        const fs::path src = temp_dir / (graph + ".pt");
+        const fs::path final_path = graph == "forward" ? out : fs::path(graph_file(options.output, graph));
+        const fs::path dst = temp_dir / final_path.filename();
+        trace_network(*model, type_name, examples, graph).save(src.string(), extra);
+        nlohmann::json inputs = nlohmann::json::array();
+        for (size_t i = 0; i < input_names.size(); ++i) inputs.push_back({input_names[i], shape_of(example[i])});
+        jobs.push_back({{"src", src.string()}, {"dst", dst.string()}, {"inputs", inputs}, {"outputs", outputs},
+                        {"regions", graph != "forward"}});
+        renames.emplace(graph == "forward" ? renames.end() : renames.begin(), dst, final_path);
+      };
+      add_job("forward", {"images"}, {examples.images}, result.outputs);
+      for (const auto& g : model->network_graphs()) {
+        add_job(g.name, g.input_names, examples.graphs.at(g.name), g.output_names);
+        result.files.push_back(graph_file(options.output, g.name));
+      }
+      run_onnx_conversion(jobs, options.output);
+    }
+    for (const auto& [from, to] : renames) fs::rename(from, to);
   } catch (...) {
     std::error_code ec;
     fs::remove_all(temp_dir, ec);
@@ -326,8 +416,11 @@ void use_exported_network(ModelImpl& model, const std::string& path, const at::D
                       "): predict it without --config, or with the config it was exported from");
   auto module = std::make_shared<torch::jit::Module>(torch::jit::load(path, device));
   module->eval();
-  model.use_network([module](const at::Tensor& images) {
-    const c10::IValue out = module->forward({images});
+  for (const auto& graph : model.network_graphs())
+    DETSEG_CONFIG_CHECK(module->find_method(graph.name).has_value(), path, ": the exported module has no ", graph.name,
+                        " method, which this model's ", graph.name, " stage runs; export it again with this detseg");
+  model.use_network([module](const std::string& graph, const std::vector<at::Tensor>& inputs) {
+    const c10::IValue out = module->get_method(graph)(std::vector<c10::IValue>(inputs.begin(), inputs.end()));
     std::vector<at::Tensor> tensors;
     if (out.isTuple()) {
       for (const c10::IValue& v : out.toTupleRef().elements()) tensors.push_back(v.toTensor());

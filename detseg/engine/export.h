@@ -2,12 +2,15 @@
 // other tools run or load, and the loading of such an exported model back into detseg.
 //   torchscript: the network traced by LibTorch's C++ tracer, from normalised images [1, 3, H, W]
 //     to its raw outputs (network_output_names), loadable by torch.jit.load and torch::jit::load.
+//     Two-stage detectors add a method per later stage (box_head, mask_head) that takes the RoI
+//     crops the caller cuts between the stages.
 //     The file carries the resolved config and the class names (extra/detseg/config.yaml,
 //     extra/detseg/meta.json), so `detseg predict` runs it without the config.
 //   onnx: that TorchScript converted by torch.onnx (opset 17) in a Python with torch and onnx
-//     ($DETSEG_PYTHON, else python3 on PATH), then checked by onnx.checker.
-//   safetensors: the weights under detseg's parameter names, which are torchvision's for the
-//     architectures torchvision has (RetinaNet, Faster/Mask R-CNN with ResNet + FPN).
+//     ($DETSEG_PYTHON, else python3 on PATH), then checked by onnx.checker; a file per graph.
+//   safetensors: the weights under torchvision's names for the architectures torchvision has
+//     (RetinaNet, Faster/Mask R-CNN with ResNet + FPN: detseg's own; DeepLabv3: its head renamed
+//     to DeepLabHead's), detseg's elsewhere.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -38,7 +41,11 @@ struct ExportResult {
   int64_t num_tensors = 0;
   int64_t num_values = 0;  // elements over every tensor
   int64_t height = 0, width = 0;  // traced input size (torchscript, onnx)
-  std::vector<std::string> outputs;  // the graph's output names (torchscript, onnx)
+  std::vector<std::string> outputs;  // forward's output names (torchscript, onnx)
+  // Later graphs, "name(inputs) -> outputs": methods of the TorchScript module, ONNX files of
+  // their own (`files`, named after the output: model.box_head.onnx).
+  std::vector<std::string> graphs;
+  std::vector<std::string> files;
 };
 
 ExportResult export_model(const PipelineConfig& config, const ExportOptions& options);

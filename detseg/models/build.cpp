@@ -137,7 +137,8 @@ std::shared_ptr<SegmenterImpl> build_segmenter(const PipelineConfig& config) {
       .aspp_dropout(d.aspp_dropout)
       .image_pooling(d.image_pooling)
       .low_level_channels(d.low_level_channels)
-      .decoder_channels(d.decoder_channels);
+      .decoder_channels(d.decoder_channels)
+      .head_conv(d.head_conv);
   SemanticSegmenterOptions o;
   o.num_classes = m.num_classes;
   o.crop_size = d.crop_size;

@@ -38,7 +38,7 @@ std::shared_ptr<BackboneImpl> make_backbone(const DeepLabNetworkOptions& o) {
 
 }  // namespace
 
-std::vector<std::string> deeplab_last_layers() { return {"aspp.", "decoder.", "classifier."}; }
+std::vector<std::string> deeplab_last_layers() { return {"aspp.", "decoder.", "head_conv.", "classifier."}; }
 
 DeepLabNetworkImpl::DeepLabNetworkImpl(const DeepLabNetworkOptions& options_) : options(options_) {
   backbone = register_module("backbone", make_backbone(options));
@@ -57,6 +57,8 @@ DeepLabNetworkImpl::DeepLabNetworkImpl(const DeepLabNetworkOptions& options_) : 
                                                             .low_level_channels(options.low_level_channels())
                                                             .channels(options.decoder_channels())));
     head_channels = options.decoder_channels();
+  } else if (options.head_conv()) {
+    head_conv = register_module("head_conv", ConvBnAct(ConvBnActOptions(head_channels, head_channels, 3)));
   }
   classifier = register_module("classifier", torch::nn::Conv2d(torch::nn::Conv2dOptions(head_channels, options.num_classes(), 1)));
 }
@@ -69,6 +71,7 @@ at::Tensor DeepLabNetworkImpl::forward(const at::Tensor& images) {
   const std::vector<at::Tensor> maps = backbone->forward(images);
   at::Tensor x = aspp->forward(maps.back());
   if (decoder) x = decoder->forward(x, maps.front());
+  if (head_conv) x = head_conv->forward(x);
   return classifier->forward(x);
 }
 

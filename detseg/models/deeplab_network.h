@@ -17,6 +17,7 @@
 
 #include "detseg/models/backbones/backbone.h"
 #include "detseg/models/heads/deeplab_head.h"
+#include "detseg/models/layers/conv_bn_act.h"
 
 namespace detseg {
 
@@ -32,6 +33,8 @@ struct DeepLabNetworkOptions {
   TORCH_ARG(bool, image_pooling) = true;          // ASPP's image-level branch
   TORCH_ARG(int64_t, low_level_channels) = 48;
   TORCH_ARG(int64_t, decoder_channels) = 256;
+  // Without the decoder: a 3x3 conv + BN + ReLU after the ASPP (torchvision's DeepLabHead).
+  TORCH_ARG(bool, head_conv) = false;
 };
 
 // The layer names DeepLab treats as "last layers" (everything after the backbone): the gradient
@@ -51,6 +54,7 @@ class DeepLabNetworkImpl : public torch::nn::Module {
   std::shared_ptr<BackboneImpl> backbone;
   Aspp aspp{nullptr};
   DeepLabDecoder decoder{nullptr};
+  ConvBnAct head_conv{nullptr};
   torch::nn::Conv2d classifier{nullptr};
 };
 TORCH_MODULE(DeepLabNetwork);

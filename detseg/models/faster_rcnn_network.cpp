@@ -200,7 +200,7 @@ at::Tensor FasterRcnnNetworkImpl::box_representation(const at::Tensor& region_fe
 std::pair<at::Tensor, at::Tensor> FasterRcnnNetworkImpl::box_predictions(const at::Tensor& region_features) {
   at::Tensor x = box_representation(region_features);
   at::Tensor deltas = bbox_pred->forward(x);
-  return {cls_score->forward(x), deltas.view({deltas.size(0), -1, 4})};
+  return {cls_score->forward(x), deltas.unflatten(1, {-1, 4})};
 }
 
 at::Tensor FasterRcnnNetworkImpl::mask_features(const std::vector<at::Tensor>& features, const at::Tensor& rois) {

@@ -31,20 +31,39 @@ class ModelImpl : public torch::nn::Module {
   virtual void set_step(int64_t step) { step_ = step; }
   int64_t step() const { return step_; }
 
-  // `detseg export`: the network alone, from the normalised, padded batch images to its raw outputs
-  // (named by network_output_names). That is the graph TorchScript and ONNX hold; anchors, decoding,
-  // NMS and resizing back stay in C++ around it. Models whose network has data-dependent steps
-  // inside (Faster R-CNN's proposal NMS between its stages) name no outputs: not exportable.
-  using NetworkFunction = std::function<std::vector<at::Tensor>(const at::Tensor& images)>;
+  // `detseg export`: the network alone, as graphs of tensors that TorchScript and ONNX hold;
+  // anchors, decoding, NMS, RoI crops and resizing back stay in C++ around them. The first graph,
+  // forward, takes the normalised, padded batch images to the raw outputs named by
+  // network_output_names. A model with data-dependent steps between its stages (Faster R-CNN's
+  // proposal NMS and RoI crops) adds one graph per later stage (network_graphs), fed by C++.
   virtual std::vector<std::string> network_output_names() const { return {}; }
   virtual std::vector<at::Tensor> network_outputs(const at::Tensor& /*images*/) { return {}; }
-  // Fixed tensors of a height x width input that decoding the outputs needs (dense detectors: the
-  // anchors); an export appends them to the graph's outputs so other runtimes can decode.
+  // Fixed tensors of a height x width input that decoding the outputs needs (the anchors); an
+  // export appends them to forward's outputs so other runtimes can decode.
   virtual std::vector<std::pair<std::string, at::Tensor>> network_constants(int64_t /*height*/, int64_t /*width*/,
                                                                             const at::Device& /*device*/) const {
     return {};
   }
-  // Runs `network` (an exported module) in place of this model's own layers from now on.
+  // The graphs after forward: a TorchScript method each (ONNX: a file each). Their first dimension
+  // (regions) is free.
+  struct NetworkGraph {
+    std::string name;
+    std::vector<std::string> input_names, output_names;
+  };
+  virtual std::vector<NetworkGraph> network_graphs() const { return {}; }
+  // Runs graph `name` with this model's own layers.
+  virtual std::vector<at::Tensor> run_network_graph(const std::string& /*name*/, const std::vector<at::Tensor>& /*inputs*/) {
+    return {};
+  }
+  // Inputs to trace graph `name` with, cut from forward's outputs on an example image.
+  virtual std::vector<at::Tensor> network_graph_example(const std::string& /*name*/,
+                                                        const std::vector<at::Tensor>& /*forward_outputs*/) {
+    return {};
+  }
+  // Runs `network` (an exported module: graph name, inputs -> outputs; "forward" takes the images)
+  // in place of this model's own layers from now on.
+  using NetworkFunction =
+      std::function<std::vector<at::Tensor>(const std::string& graph, const std::vector<at::Tensor>& inputs)>;
   virtual void use_network(NetworkFunction /*network*/) {}
 
  private:

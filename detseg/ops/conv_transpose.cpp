@@ -7,6 +7,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/ops/gemm.h"
+#include "detseg/ops/tracing.h"
 
 namespace detseg {
 namespace {
@@ -133,6 +134,9 @@ at::Tensor conv_transpose2x2_stride2(const at::Tensor& x, const at::Tensor& weig
                    weight.size(3) == 2 && (!bias.defined() || bias.numel() == weight.size(1)),
                "conv_transpose2x2_stride2: expected x [N, C, H, W], weight [C, O, 2, 2] and bias [O], got ",
                x.sizes(), ", ", weight.sizes(), " and ", bias.defined() ? bias.sizes() : at::IntArrayRef{});
+  // The tracer records plain ConvTranspose (every runtime has it); our kernel is invisible to it.
+  // 2-d padding and dilation: the ONNX converter copies 1-element lists into wrong attributes.
+  if (tracing()) return at::conv_transpose2d(x, weight, bias, {2, 2}, {0, 0}, {0, 0}, 1, {1, 1});
   const bool cpu_float = x.device().is_cpu() && x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat &&
                          x.layout() == at::kStrided && (!bias.defined() || bias.scalar_type() == at::kFloat);
   if (cpu_float && x.numel() > 0)

@@ -108,6 +108,11 @@ TEST(Config, ConsistencyChecks) {
   EXPECT_NE(error_of(c4 + ", initial_crop_size: 1}}\n").find("initial_crop_size (1) must be at least maxpool_kernel_size (2)"),
             std::string::npos);
   EXPECT_NE(error_of(c4 + ", number_of_stages: 1}}\n").find("mask_rcnn needs 2 or 3 stages"), std::string::npos);
+  // torchvision's DeepLabHead conv: DeepLabv3 only (DeepLabv3+'s decoder has its own 3x3 convs).
+  EXPECT_EQ(error_of("model: {type: deeplabv3, num_classes: 2, deeplab: {head_conv: true}}\n"), "no error");
+  EXPECT_NE(error_of("model: {type: deeplabv3plus, num_classes: 2, deeplab: {head_conv: true}}\n")
+                .find("model.deeplab.head_conv: deeplabv3 only"),
+            std::string::npos);
 }
 
 TEST(Config, ResolvedYamlRoundTrips) {

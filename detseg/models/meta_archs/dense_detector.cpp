@@ -55,7 +55,7 @@ std::vector<std::pair<std::string, at::Tensor>> DenseDetectorImpl::network_const
 
 void DenseDetectorImpl::use_network(NetworkFunction network) {
   forward_ = [network = std::move(network)](const at::Tensor& images) {
-    std::vector<at::Tensor> raw = network(images);
+    std::vector<at::Tensor> raw = network("forward", {images});
     DETSEG_CHECK(raw.size() >= 2, "dense detector: the exported network returned ", raw.size(),
                  " tensors, expected cls_logits and box_regression");
     DenseOutputs out;

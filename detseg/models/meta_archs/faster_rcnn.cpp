@@ -97,7 +97,7 @@ int64_t FasterRcnnImpl::max_num_proposals() const {
 }
 
 at::Tensor FasterRcnnImpl::anchors_for(const std::vector<std::array<int64_t, 2>>& level_sizes,
-                                       const at::Device& device) {
+                                       const at::Device& device) const {
   std::vector<int64_t> key;
   for (const auto& hw : level_sizes) key.insert(key.end(), hw.begin(), hw.end());
   auto it = anchor_cache_.find(key);
@@ -147,10 +147,12 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   const bool training = is_training();
   const int64_t num_stages = stages();
   FasterRcnnPredictions p;
-  p.features = network->features(batch.images);
-  auto [objectness, deltas] = network->rpn_head->forward(p.features);
-  p.rpn_objectness = objectness;
-  p.rpn_box_encodings = swap_xy(deltas);
+  p.features = network_outputs(batch.images);
+  p.rpn_box_encodings = swap_xy(p.features.back());
+  p.features.pop_back();
+  p.rpn_objectness = p.features.back();
+  p.features.pop_back();
+  const at::Tensor& objectness = p.rpn_objectness;
   std::vector<std::array<int64_t, 2>> sizes;
   for (size_t l = 0; l < p.features.size(); ++l) sizes.push_back({p.features[l].size(2), p.features[l].size(3)});
   const auto device = batch.images.device();
@@ -230,13 +232,14 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   }
   const at::Tensor rois = boxes_to_rois(per_image);
   const at::Tensor row_index = at::cat(rows);
-  at::Tensor region_features =
-      network->box_classifier_features(network->roi_features(p.features, rois, network->options.box_pool_size()));
-  // C4: the mask head reads these layer4 features wherever it runs on the proposals (training, or
+  const std::vector<at::Tensor> head =
+      run_graph("box_head", {network->roi_features(p.features, rois, network->options.box_pool_size())});
+  // C4: the mask head reads the layer4 features wherever it runs on the proposals (training, or
   // inference with 2 stages), as the reference's box_classifier_features.
   if (network->options.c4() && network->options.masks() && (training || num_stages == 2))
-    p.box_classifier_features = region_features;
-  auto [logits, box_deltas] = network->box_predictions(region_features);
+    p.box_classifier_features = head.at(2);
+  const at::Tensor& logits = head.at(0);
+  at::Tensor box_deltas = head.at(1).unflatten(1, {-1, 4});
   if (box_deltas.size(1) > 1) box_deltas = box_deltas.slice(1, 1);  // drop torchvision's background box
   const int64_t total = batch_size * max_proposals;
   p.class_predictions_with_background =
@@ -441,10 +444,10 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
     at::Tensor masks;
     if (network->options.masks() && num_stages == 2 && n > 0) {
       // Two stages: masks predicted on the proposals travel through NMS with their boxes.
-      at::Tensor mask_input = p.box_classifier_features.defined()
-                                  ? p.box_classifier_features.slice(0, first_row, first_row + n)
-                                  : network->mask_features(p.features, image_rois(proposals, b));
-      masks = upcast_low_precision(network->mask_logits(mask_input).detach()).sigmoid().slice(1, 1);
+      at::Tensor crops = p.box_classifier_features.defined()
+                             ? p.box_classifier_features.slice(0, first_row, first_row + n)
+                             : mask_input(p.features, image_rois(proposals, b));
+      masks = upcast_low_precision(run_graph("mask_head", {crops}).at(0).detach()).sigmoid().slice(1, 1);
     }
     first_row += n;
     Boxes d = multiclass_nms(boxes, scores, nms, masks);
@@ -452,10 +455,9 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
       // Three stages: features re-cropped at the final boxes for the mask head, which predicts
       // each box's detected class alone.
       const int64_t m = network->mask_size();
-      d.masks = d.size() > 0 ? upcast_low_precision(network->class_mask_logits(
-                                                        network->mask_features(p.features, image_rois(d.boxes, b)),
-                                                        d.classes + 1)
-                                                        .detach())
+      d.masks = d.size() > 0 ? upcast_low_precision(
+                                   class_mask_logits(mask_input(p.features, image_rois(d.boxes, b)), d.classes + 1)
+                                       .detach())
                                    .sigmoid()
                              : at::zeros({0, m, m}, proposals.options());
     }
@@ -466,6 +468,93 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
     out.push_back(std::move(d));
   }
   return out;
+}
+
+std::vector<std::string> FasterRcnnImpl::network_output_names() const {
+  std::vector<std::string> names;
+  if (network->options.c4()) {
+    names.push_back("feature_c4");
+  } else {
+    for (int level = 2; level <= 6; ++level) names.push_back("feature_p" + std::to_string(level));
+  }
+  names.insert(names.end(), {"rpn_objectness", "rpn_box_regression"});
+  return names;
+}
+
+std::vector<at::Tensor> FasterRcnnImpl::network_outputs(const at::Tensor& images) {
+  if (exported_) {
+    network->image_hw = {images.size(2), images.size(3)};  // the C4 crops normalise by it
+    std::vector<at::Tensor> out = exported_("forward", {images});
+    DETSEG_CHECK(out.size() >= network_output_names().size(), "faster_rcnn: the exported network returned ",
+                 out.size(), " tensors, expected ", network_output_names().size());
+    out.resize(network_output_names().size());  // without the anchors
+    return out;
+  }
+  std::vector<at::Tensor> out = network->features(images);
+  auto [objectness, deltas] = network->rpn_head->forward(out);
+  out.push_back(objectness);
+  out.push_back(deltas);
+  return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> FasterRcnnImpl::network_constants(int64_t height, int64_t width,
+                                                                                  const at::Device& device) const {
+  // Every stride-2 step (ResNet's convs and pools, P6's pool) rounds up: a level of stride s is
+  // ceil(H / s) x ceil(W / s).
+  std::vector<std::array<int64_t, 2>> sizes;
+  for (int64_t s : network->strides()) sizes.push_back({(height + s - 1) / s, (width + s - 1) / s});
+  return {{"anchors", anchors_for(sizes, device)}};
+}
+
+std::vector<ModelImpl::NetworkGraph> FasterRcnnImpl::network_graphs() const {
+  const bool c4_masks = network->options.c4() && network->options.masks();
+  std::vector<NetworkGraph> graphs{{"box_head", {"box_crops"}, {"class_logits", "box_regression"}}};
+  if (c4_masks) graphs[0].output_names.push_back("region_features");
+  if (network->options.masks())
+    graphs.push_back({"mask_head", {c4_masks ? "region_features" : "mask_crops"}, {"mask_logits"}});
+  return graphs;
+}
+
+std::vector<at::Tensor> FasterRcnnImpl::run_network_graph(const std::string& name,
+                                                          const std::vector<at::Tensor>& inputs) {
+  if (name == "forward") return network_outputs(inputs.at(0));
+  if (name == "mask_head") return {network->mask_logits(inputs.at(0))};
+  DETSEG_CHECK(name == "box_head", "faster_rcnn: no network graph named ", name);
+  at::Tensor region = network->box_classifier_features(inputs.at(0));
+  auto [logits, deltas] = network->box_predictions(region);
+  std::vector<at::Tensor> out{logits, deltas.flatten(1)};  // torchvision's [K, (num_classes + 1) * 4]
+  if (network->options.c4() && network->options.masks()) out.push_back(region);
+  return out;
+}
+
+std::vector<at::Tensor> FasterRcnnImpl::network_graph_example(const std::string& name,
+                                                              const std::vector<at::Tensor>& forward_outputs) {
+  const std::vector<at::Tensor> features(forward_outputs.begin(), forward_outputs.end() - 2);
+  const double h = static_cast<double>(network->image_hw[0]), w = static_cast<double>(network->image_hw[1]);
+  // Three regions of different sizes (so FPN crops read several levels), on image 0.
+  const at::Tensor rois = at::tensor({0.0, 0.0, 0.0, w, h, 0.0, w / 4, h / 4, w / 2, h / 2, 0.0, 2.0, 3.0, 18.0, 12.0},
+                                     features[0].options().dtype(at::kFloat))
+                              .view({3, 5});
+  const at::Tensor box_crops = network->roi_features(features, rois, network->options.box_pool_size());
+  if (name == "box_head") return {box_crops};
+  if (network->options.c4()) return {network->box_classifier_features(box_crops)};
+  return {network->roi_features(features, rois, network->options.mask_pool_size())};
+}
+
+std::vector<at::Tensor> FasterRcnnImpl::run_graph(const std::string& name, const std::vector<at::Tensor>& inputs) {
+  return exported_ ? exported_(name, inputs) : run_network_graph(name, inputs);
+}
+
+at::Tensor FasterRcnnImpl::mask_input(const std::vector<at::Tensor>& features, const at::Tensor& rois) {
+  if (!exported_ || !network->options.c4()) return network->mask_features(features, rois);
+  return exported_("box_head", {network->roi_features(features, rois, 0)}).at(2);
+}
+
+at::Tensor FasterRcnnImpl::class_mask_logits(const at::Tensor& mask_input, const at::Tensor& channels) {
+  if (!exported_) return network->class_mask_logits(mask_input, channels);
+  // The exported head predicts every class; keep each RoI's own.
+  const at::Tensor all = exported_("mask_head", {mask_input}).at(0);
+  return all.gather(1, channels.view({-1, 1, 1, 1}).expand({-1, 1, all.size(2), all.size(3)})).squeeze(1);
 }
 
 namespace {

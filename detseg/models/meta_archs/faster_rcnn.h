@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -110,6 +111,20 @@ class FasterRcnnImpl : public DetectorImpl {
   std::pair<ModelLosses, std::vector<Boxes>> losses_and_detect(const Batch& batch) override;
   int64_t input_size() const override { return options_.image_size; }
 
+  // Export: forward is the feature extractor + RPN head (feature maps, objectness, torchvision-order
+  // deltas); box_head takes RoI crops of the maps (class logits, deltas [K, (num_classes + 1) * 4],
+  // C4 with masks also its layer4 region features); mask_head takes the mask crops (C4: those region
+  // features) to mask logits. Proposal NMS and the crops run in C++ between them.
+  std::vector<std::string> network_output_names() const override;
+  std::vector<at::Tensor> network_outputs(const at::Tensor& images) override;
+  std::vector<std::pair<std::string, at::Tensor>> network_constants(int64_t height, int64_t width,
+                                                                    const at::Device& device) const override;
+  std::vector<NetworkGraph> network_graphs() const override;
+  std::vector<at::Tensor> run_network_graph(const std::string& name, const std::vector<at::Tensor>& inputs) override;
+  std::vector<at::Tensor> network_graph_example(const std::string& name,
+                                                const std::vector<at::Tensor>& forward_outputs) override;
+  void use_network(NetworkFunction network) override { exported_ = std::move(network); }
+
   // The forward pass; training (is_training()) samples proposals against the batch's ground truth.
   FasterRcnnPredictions predict(const Batch& batch);
   // Detections per image in network-input pixels (before mapping back to the original image).
@@ -124,7 +139,7 @@ class FasterRcnnImpl : public DetectorImpl {
   // Anchors for pyramid maps of these sizes (cached), [A, 4] xyxy, order (level, y, x, anchor),
   // on `device` (generated on the CPU once, copied to each device once).
   at::Tensor anchors_for(const std::vector<std::array<int64_t, 2>>& level_sizes,
-                         const at::Device& device = at::kCPU);
+                         const at::Device& device = at::kCPU) const;
   int64_t stages() const;  // number_of_stages as run now (3 -> 2 in training)
   const FasterRcnnOptions& options() const { return options_; }
   FasterRcnnNetwork network{nullptr};
@@ -132,7 +147,15 @@ class FasterRcnnImpl : public DetectorImpl {
  private:
   FasterRcnnOptions options_;
   // Keyed by the level sizes; each entry holds the CPU anchors and their per-device copies.
-  std::map<std::vector<int64_t>, DeviceCachedTensor> anchor_cache_;
+  mutable std::map<std::vector<int64_t>, DeviceCachedTensor> anchor_cache_;
+  NetworkFunction exported_;  // set by use_network: the exported graphs run in place of `network`
+
+  // Graph `name` of the exported module once use_network() was called, else of `network`.
+  std::vector<at::Tensor> run_graph(const std::string& name, const std::vector<at::Tensor>& inputs);
+  // The mask head's input for rois [K, 5] (FPN: RoIAlign crops; C4: layer4 on the crops).
+  at::Tensor mask_input(const std::vector<at::Tensor>& features, const at::Tensor& rois);
+  // One class's mask logits per RoI, channels [K] (background = 0) -> [K, M, M].
+  at::Tensor class_mask_logits(const at::Tensor& mask_input, const at::Tensor& channels);
 
   void check_input(const Batch& batch) const;
   // Ground truth of image b (crowd boxes removed): boxes [M, 4], classes [M], masks [M, H, W] or undefined.

@@ -62,7 +62,7 @@ at::Tensor SemanticSegmenterImpl::probabilities(const at::Tensor& image, int64_t
 
 at::Tensor SemanticSegmenterImpl::run_network(const at::Tensor& images) {
   if (!exported_) return network_->forward(images);
-  std::vector<at::Tensor> out = exported_(images);
+  std::vector<at::Tensor> out = exported_("forward", {images});
   DETSEG_CHECK(!out.empty(), "segmenter: the exported network returned no logits");
   return out[0];
 }
