@@ -21,9 +21,10 @@ int run_export(const ExportArgs& args) {
     for (const std::string& name : r.outputs) traced += " " + name;
     for (const std::string& graph : r.graphs) traced += "; " + graph;
   }
-  for (const std::string& file : r.files) traced += str("; ", file);
+  std::string files = args.output;
+  for (const std::string& file : r.files) files += " and " + file;  // ONNX: a file per later graph
   print_output(str("exported step ", r.step, " of ", args.checkpoint, " as ", args.format, ": ", r.num_tensors,
-                   " tensors (", r.num_values, " values)", traced, " to ", args.output, "\n"));
+                   " tensors (", r.num_values, " values)", traced, " to ", files, "\n"));
   return 0;
 }
 

@@ -6,7 +6,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/engine/export.h"
-#include "detseg/engine/predict.h"
+#include "detseg/api/predict.h"
 
 namespace detseg::cli {
 

@@ -342,6 +342,11 @@ void visit_eval(V& v, EvalConfig& c) {
           "at the end of `detseg train`)");
   v.field("on_train", c.on_train, range(0),
           "Also evaluate the first N train_input images (unaugmented), logged as the set \"train\" (0: off)");
+  v.field("metric", c.metric, one_of({"", "coco", "voc", "miou"}),
+          "coco (COCO AP, + mask AP for mask_rcnn) or voc (PASCAL VOC AP at IoU 0.5) for detectors; miou for "
+          "segmenters; empty: coco or miou");
+  v.field("voc_use_07_metric", c.voc_use_07_metric, any(),
+          "metric voc: VOC2007's 11-point interpolated AP instead of the all-point area (VOC2010+)");
 }
 
 template <class V>
@@ -826,9 +831,13 @@ void check_consistency(const PipelineConfig& c) {
                             c.model.backbone == "xception65",
                         at, "model.backbone: DeepLab takes resnet18/34/50/101, mobilenet_v2 or xception65, got ",
                         c.model.backbone);
+    DETSEG_CONFIG_CHECK(c.eval.metric.empty() || c.eval.metric == "miou", at, "eval.metric: ", c.eval.metric,
+                        " scores detections; a segmentation model takes miou");
     DETSEG_CONFIG_CHECK(!c.model.deeplab.head_conv || c.model.type == "deeplabv3" || c.model.deeplab.low_level_channels == 0,
                         at, "model.deeplab.head_conv: deeplabv3 only (deeplabv3plus's decoder has its own 3x3 convs)");
   }
+  DETSEG_CONFIG_CHECK(c.eval.metric != "miou" || c.model.type == "deeplabv3plus" || c.model.type == "deeplabv3", at,
+                      "eval.metric: miou scores label maps; a detector takes coco or voc");
   if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn") {
     const FasterRcnnConfig& f = c.model.faster_rcnn;
     const size_t levels = f.feature_extractor == "c4" ? 1 : 5;

@@ -179,6 +179,8 @@ struct EvalConfig {
   int64_t batch_size = 1;
   int64_t every_steps = 0;            // 0: only at the end of training
   int64_t on_train = 0;               // also score the first N train_input images (as set "train")
+  std::string metric;                 // coco | voc | miou (engine/evaluate's table); empty: the model's kind's
+  bool voc_use_07_metric = false;     // voc: VOC2007's 11-point AP instead of the all-point area
 };
 
 struct PipelineConfig {

@@ -9,7 +9,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/log.h"
 #include "detseg/data/image_io.h"
-#include "detseg/eval/rle.h"
+#include "detseg/data/readers/rle.h"
 
 namespace detseg {
 namespace fs = std::filesystem;

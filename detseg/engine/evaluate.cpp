@@ -16,8 +16,10 @@
 #include "detseg/core/stop_signal.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
-#include "detseg/eval/coco_results.h"
-#include "detseg/eval/rle.h"
+#include "detseg/eval/coco_evaluator.h"
+#include "detseg/data/readers/rle.h"
+#include "detseg/eval/seg_metrics.h"
+#include "detseg/eval/voc_ap.h"
 #include "detseg/dist/process_group.h"
 #include "detseg/engine/device.h"
 #include "detseg/engine/export.h"
@@ -79,224 +81,101 @@ std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const 
   return loaded_for_eval(build_detector(config), config, checkpoint, step);
 }
 
-namespace {
-
-// Gathers every rank's detections, image ids and loss sums on all ranks and merges them into
-// rank 0's (the shards' wrap-around padding repeats a few images: each image counts once).
-// Returns true on rank 0.
-bool merge_eval_shards(dist::ProcessGroup& group, std::vector<CocoAnnotation>& detections,
-                       std::set<int64_t>& images, std::vector<std::pair<std::string, double>>& loss_sums,
-                       int64_t& batches) {
-  nlohmann::json mine = {{"images", std::vector<int64_t>(images.begin(), images.end())},
-                         {"batches", batches}, {"losses", nlohmann::json::array()}, {"dets", nlohmann::json::array()}};
-  for (auto& [name, sum] : loss_sums) mine["losses"].push_back({name, sum});
-  for (const auto& d : detections) {
-    mine["dets"].push_back({d.image_id, d.category_id, d.bbox[0], d.bbox[1], d.bbox[2], d.bbox[3], d.score});
-    const CocoRle& rle = d.segmentation.rle;
-    if (d.segmentation.kind == CocoSegmentation::kRle) mine["dets"].back().push_back({rle.height, rle.width, rle_to_string(rle)});
-  }
-  std::vector<std::string> all = group.all_gather_bytes(mine.dump());
-  if (group.rank() != 0) return false;
-  detections.clear();
-  images.clear();
-  batches = 0;
-  for (auto& entry : loss_sums) entry.second = 0;
-  for (const std::string& bytes : all) {
-    const nlohmann::json shard = nlohmann::json::parse(bytes);
-    std::set<int64_t> fresh;
-    for (int64_t id : shard["images"].get<std::vector<int64_t>>())
-      if (images.insert(id).second) fresh.insert(id);
-    for (const auto& d : shard["dets"]) {
-      if (!fresh.count(d[0].get<int64_t>())) continue;
-      CocoAnnotation a;
-      a.id = static_cast<int64_t>(detections.size()) + 1;
-      a.image_id = d[0].get<int64_t>();
-      a.category_id = d[1].get<int64_t>();
-      for (int k = 0; k < 4; ++k) a.bbox[k] = d[2 + k].get<double>();
-      a.score = d[6].get<double>();
-      if (d.size() > 7) {
-        a.segmentation.kind = CocoSegmentation::kRle;
-        a.segmentation.rle = rle_from_string(d[7][2].get<std::string>(), d[7][0].get<int64_t>(), d[7][1].get<int64_t>());
-      }
-      detections.push_back(a);
-    }
-    batches += shard["batches"].get<int64_t>();
-    const auto& losses = shard["losses"];
-    if (loss_sums.empty())
-      for (const auto& l : losses) loss_sums.push_back({l[0].get<std::string>(), 0.0});
-    for (size_t i = 0; i < losses.size() && i < loss_sums.size(); ++i) loss_sums[i].second += losses[i][1].get<double>();
-  }
-  return true;
-}
-
-}  // namespace
-
-namespace {
-// The images this process evaluates (its shard), for the progress line.
-int64_t images_in_shard(int64_t size, const LoaderOptions& o) {
-  const int64_t n = (size + o.sample_1_of_n - 1) / o.sample_1_of_n;
-  return (n + o.world_size - 1) / o.world_size;
-}
-}  // namespace
-
-DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model, dist::ProcessGroup* group,
-                                      bool metrics) {
-  torch::NoGradGuard no_grad;
-  model.eval();
-  auto dataset = make_detection_dataset(config.eval_input, /*training=*/false, uses_instance_masks(config.model));
-  LoaderOptions options =
-      make_loader_options(config, config.eval_input, /*training=*/false, config.eval.batch_size, model.input_size());
-  const bool sharded = group != nullptr && group->world_size() > 1;
-  if (sharded) {
-    options.rank = group->rank();
-    options.world_size = group->world_size();
-  }
-  const at::Device device = module_device(model);
-  options.pin_memory = device.is_cuda();
-  Loader loader(dataset->size(), [dataset](int64_t i) { return dataset->get(i); }, options);
-
-  DetectionEvalResult result;
-  std::vector<std::pair<std::string, double>> loss_sums;
-  int64_t batches = 0;
-  std::set<int64_t> evaluated_images;
-  Batch batch;
-  EvalRandomness randomness;
-  const bool main_process = !sharded || group->rank() == 0;
-  Progress progress("eval", 0, images_in_shard(dataset->size(), options), "img/s");
-  int64_t done = 0;
-  while (loader.next(batch)) {
-    throw_if_stop_requested("evaluation");
-    done += batch.size();
-    if (main_process) progress.report(done);
-    if (!batch.image_ids.empty()) randomness.seed_for(batch.image_ids.front());
-    auto [losses, detections] = model.losses_and_detect(to_device(batch, device));
-    for (Boxes& d : detections) d = d.to(at::kCPU);
-    std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
-    for (auto& [name, value] : losses.parts) values.push_back({name, value.item<double>()});
-    if (loss_sums.empty()) loss_sums = std::vector<std::pair<std::string, double>>(values.size(), {"", 0.0});
-    for (size_t i = 0; i < values.size(); ++i) {
-      loss_sums[i].first = values[i].first;
-      loss_sums[i].second += values[i].second;
-    }
-    ++batches;
-    for (int64_t b = 0; b < batch.size(); ++b) {
-      const int64_t image_id = batch.image_ids[static_cast<size_t>(b)];
-      evaluated_images.insert(image_id);
-      const Boxes& d = detections[static_cast<size_t>(b)];
-      at::Tensor xywh = xyxy_to_xywh(d.boxes.to(at::kDouble)).contiguous();
-      at::Tensor scores = d.scores.to(at::kDouble).contiguous();
-      at::Tensor classes = d.classes.contiguous();
-      for (int64_t i = 0; i < d.size(); ++i) {
-        CocoAnnotation a;
-        a.id = static_cast<int64_t>(result.detections.size()) + 1;
-        a.image_id = image_id;
-        a.category_id = dataset->label_to_category_id(classes[i].item<int64_t>());
-        for (int k = 0; k < 4; ++k) a.bbox[k] = xywh[i][k].item<double>();
-        a.score = scores[i].item<double>();
-        if (d.masks.defined()) {
-          // Instance masks [N, H, W] in the original image: RLE for segm evaluation.
-          at::Tensor mask = d.masks[i].to(at::kByte).contiguous();
-          a.segmentation.kind = CocoSegmentation::kRle;
-          a.segmentation.rle = rle_encode_row_major(mask.data_ptr<uint8_t>(), mask.size(0), mask.size(1));
-        }
-        result.detections.push_back(a);
-      }
-    }
-  }
-  if (sharded && !merge_eval_shards(*group, result.detections, evaluated_images, loss_sums, batches)) {
-    for (auto& [name, sum] : loss_sums) result.losses.push_back({name, batches ? sum / batches : 0.0});
-    return result;  // not rank 0: rank 0 holds the merged evaluation
-  }
-  for (auto& [name, sum] : loss_sums) result.losses.push_back({name, batches ? sum / batches : 0.0});
-  result.num_images = static_cast<int64_t>(evaluated_images.size());
-  if (!metrics) return result;
-
-  // Ground truth restricted to the images evaluated (sample_1_of_n / max_images), as pycocotools'
-  // params.imgIds; detections carry the file's category ids.
-  const CocoDataset& gt = dataset->coco();
-  CocoDataset dt = coco_results_from(result.detections, gt);
-  CocoEvalParams params;
-  params.image_ids.assign(evaluated_images.begin(), evaluated_images.end());
-  params.use_categories = !config.eval.class_agnostic;
-  result.coco = coco_evaluate(gt, dt, params);
-  if (uses_instance_masks(config.model)) {
-    CocoEvalParams segm_params = params;
-    segm_params.iou_type = CocoIouType::kSegm;
-    result.has_segm = true;
-    result.segm = coco_evaluate(gt, coco_results_from(result.detections, gt, /*box_mode=*/false), segm_params);
-  }
-  for (int64_t id : result.coco.params.category_ids) {
-    auto it = gt.category_index.find(id);
-    result.category_names.push_back(it == gt.category_index.end() ? std::to_string(id)
-                                                                   : gt.categories[static_cast<size_t>(it->second)].name);
-  }
-  return result;
-}
-
-std::string eval_result_json(const DetectionEvalResult& r) {
-  std::string out = str("{\n  \"step\": ", r.step, ",\n  \"num_images\": ", r.num_images, ",\n  \"stats\": [");
-  char buf[64];
-  for (size_t i = 0; i < r.coco.stats.size(); ++i) {
-    std::snprintf(buf, sizeof(buf), "%.17g", r.coco.stats[i]);
-    out += (i ? ", " : "") + std::string(buf);
-  }
-  out += "]";
-  if (r.has_segm) {
-    out += ",\n  \"segm_stats\": [";
-    for (size_t i = 0; i < r.segm.stats.size(); ++i) {
-      std::snprintf(buf, sizeof(buf), "%.17g", r.segm.stats[i]);
-      out += (i ? ", " : "") + std::string(buf);
-    }
-    out += "]";
-  }
-  out += ",\n  \"per_category_ap\": {";
-  for (size_t k = 0; k < r.coco.per_category_ap.size() && k < r.category_names.size(); ++k) {
-    std::snprintf(buf, sizeof(buf), "%.17g", r.coco.per_category_ap[k]);
-    out += str(k ? ", " : "", "\"", r.category_names[k], "\": ", buf);
-  }
-  out += "},\n  \"per_category_ap50\": {";
-  for (size_t k = 0; k < r.coco.per_category_ap50.size() && k < r.category_names.size(); ++k) {
-    std::snprintf(buf, sizeof(buf), "%.17g", r.coco.per_category_ap50[k]);
-    out += str(k ? ", " : "", "\"", r.category_names[k], "\": ", buf);
-  }
-  out += "},\n  \"losses\": {";
-  for (size_t i = 0; i < r.losses.size(); ++i) {
-    std::snprintf(buf, sizeof(buf), "%.9g", r.losses[i].second);
-    out += str(i ? ", " : "", "\"", r.losses[i].first, "\": ", buf);
-  }
-  return out + "}\n}\n";
-}
-
-std::string eval_result_text(const DetectionEvalResult& r, bool per_class) {
-  std::string out = coco_summary_text(r.coco);
-  if (r.has_segm) out += " segm (instance masks):\n" + coco_summary_text(r.segm);
-  for (auto& [name, value] : r.losses) out += str(" eval ", name, " = ", value, "\n");
-  if (per_class) {
-    const bool ap50 = r.coco.per_category_ap50.size() == r.coco.per_category_ap.size();
-    out += ap50 ? "\n category                       AP    AP50\n" : "\n category                       AP\n";
-    for (size_t k = 0; k < r.coco.per_category_ap.size() && k < r.category_names.size(); ++k) {
-      char line[160];
-      if (ap50)
-        std::snprintf(line, sizeof(line), " %-28s %7.3f %7.3f\n", r.category_names[k].c_str(), r.coco.per_category_ap[k],
-                      r.coco.per_category_ap50[k]);
-      else
-        std::snprintf(line, sizeof(line), " %-28s %7.3f\n", r.category_names[k].c_str(), r.coco.per_category_ap[k]);
-      out += line;
-    }
-  }
-  return out;
-}
-
 std::shared_ptr<SegmenterImpl> load_segmenter(const PipelineConfig& config, const std::string& checkpoint,
                                               int64_t* step) {
   return loaded_for_eval(build_segmenter(config), config, checkpoint, step);
 }
 
-SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, SegmenterImpl& model,
-                                          dist::ProcessGroup* group) {
+namespace {
+
+// The images this process evaluates (its shard), for the progress line.
+int64_t images_in_shard(int64_t size, const LoaderOptions& o) {
+  const int64_t n = (size + o.sample_1_of_n - 1) / o.sample_1_of_n;
+  return (n + o.world_size - 1) / o.world_size;
+}
+
+// The evaluators eval.metric names: one entry each. `segmentation`: it scores label maps.
+struct EvaluatorEntry {
+  const char* name;
+  bool segmentation;
+  std::unique_ptr<Evaluator> (*make)(const PipelineConfig& config, const InputData& data, bool per_class);
+};
+
+const EvaluatorEntry kEvaluators[] = {
+    {"coco", false,
+     [](const PipelineConfig& config, const InputData& data, bool per_class) -> std::unique_ptr<Evaluator> {
+       CocoEvaluatorOptions o;
+       o.params.use_categories = !config.eval.class_agnostic;
+       o.segm = uses_instance_masks(config.model);
+       o.per_class_text = per_class;
+       return std::make_unique<CocoEvaluator>(data.detection->coco(), o);
+     }},
+    {"voc", false,
+     [](const PipelineConfig& config, const InputData& data, bool) -> std::unique_ptr<Evaluator> {
+       VocEvalOptions o;
+       o.use_07_metric = config.eval.voc_use_07_metric;
+       return std::make_unique<VocEvaluator>(data.detection->coco(), o);
+     }},
+    {"miou", true,
+     [](const PipelineConfig&, const InputData& data, bool) -> std::unique_ptr<Evaluator> {
+       return std::make_unique<SemSegEvaluator>(data.num_classes, kIgnoreLabel, MeanIouConvention::kNonEmptyUnion,
+                                                data.class_names);
+     }},
+};
+
+// eval.metric's evaluator (empty: coco for detection data, miou for label maps). Without metrics
+// (--no-metrics), detections are only collected, for a results file.
+std::unique_ptr<Evaluator> make_evaluator(const PipelineConfig& config, const InputData& data, bool per_class,
+                                          bool metrics) {
+  const bool segmentation = data.segmentation != nullptr;
+  if (!metrics) {
+    DETSEG_CONFIG_CHECK(!segmentation, "--no-metrics is for detection models (a segmentation model's output is "
+                        "label maps: use detseg predict)");
+    CocoEvaluatorOptions o;
+    o.metrics = false;
+    return std::make_unique<CocoEvaluator>(data.detection->coco(), o);
+  }
+  const std::string name = !config.eval.metric.empty() ? config.eval.metric : segmentation ? "miou" : "coco";
+  for (const EvaluatorEntry& e : kEvaluators)
+    if (name == e.name) {
+      DETSEG_CONFIG_CHECK(e.segmentation == segmentation, "eval.metric: ", name, " does not score ",
+                          segmentation ? "label maps" : "detections");
+      return e.make(config, data, per_class);
+    }
+  throw ConfigError("eval.metric: unknown metric " + name);
+}
+
+// Image b's detections as COCO results: xywh in original pixels, the file's category ids, RLE masks.
+std::vector<CocoAnnotation> coco_detections(const Boxes& found, int64_t image_id, const InputData& data) {
+  const Boxes d = found.to(at::kCPU);
+  const at::Tensor xywh = xyxy_to_xywh(d.boxes.to(at::kDouble)).contiguous();
+  const at::Tensor scores = d.scores.to(at::kDouble).contiguous();
+  const at::Tensor classes = d.classes.to(at::kLong).contiguous();
+  std::vector<CocoAnnotation> out;
+  for (int64_t i = 0; i < d.size(); ++i) {
+    CocoAnnotation a;
+    a.image_id = image_id;
+    a.category_id = data.category_ids.at(static_cast<size_t>(classes[i].item<int64_t>()));
+    for (int k = 0; k < 4; ++k) a.bbox[k] = xywh[i][k].item<double>();
+    a.score = scores[i].item<double>();
+    if (d.masks.defined()) {
+      const at::Tensor mask = d.masks[i].to(at::kByte).contiguous();
+      a.segmentation.kind = CocoSegmentation::kRle;
+      a.segmentation.rle = rle_encode_row_major(mask.data_ptr<uint8_t>(), mask.size(0), mask.size(1));
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace
+
+EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_t step, dist::ProcessGroup* group,
+                          bool per_class, bool metrics) {
   torch::NoGradGuard no_grad;
   model.eval();
   const InputData data = make_input_data(config, config.eval_input, /*training=*/false);
+  std::unique_ptr<Evaluator> evaluator = make_evaluator(config, data, per_class, metrics);
   LoaderOptions options =
       make_loader_options(config, config.eval_input, /*training=*/false, config.eval.batch_size, model.input_size());
   const bool sharded = group != nullptr && group->world_size() > 1;
@@ -308,147 +187,93 @@ SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, Segmente
   options.pin_memory = device.is_cuda();
   Loader loader(data.size, data.load, options);
   // A sharded loader pads each shard by wrapping around: position k of rank r is a repeat when
-  // k * world + r reaches the number of images, and is left out of the metrics.
+  // k * world + r reaches the number of images, and is left out.
   const int64_t total_images = (data.size + options.sample_1_of_n - 1) / options.sample_1_of_n;
   const int64_t ignore = config.model.deeplab.ignore_label;
-  ConfusionMatrix matrix(model.num_classes(), kIgnoreLabel);
-  SegmentationEvalResult result;
-  result.class_names = data.class_names;
-  // Loss means weigh each batch's loss by its images that are not wrap-around repeats, so each
-  // image counts once however the images are sharded (with eval batches of 1: the mean over images).
-  std::vector<double> loss_sums;
-  std::vector<std::string> loss_names;
+
+  EvalReport report;
+  report.step = step;
+  report.main_process = !sharded || group->rank() == 0;
+  // Loss means over images: each batch's loss counts once per image in it that is not a repeat,
+  // so each image counts once however the images are sharded.
+  std::vector<std::pair<std::string, double>> loss_sums;
   int64_t position = 0;
   Batch batch;
-  const bool main_process = !sharded || group->rank() == 0;
+  EvalRandomness randomness;
   Progress progress("eval", 0, images_in_shard(data.size, options), "img/s");
-  int64_t done = 0;
   while (loader.next(batch)) {
     throw_if_stop_requested("evaluation");
-    done += batch.size();
-    if (main_process) progress.report(done);
-    auto [losses, maps] = model.losses_and_segment(to_device(batch, device));
-    for (at::Tensor& map : maps) map = map.cpu();
+    if (report.main_process) progress.report(position + batch.size());
+    if (!batch.image_ids.empty()) randomness.seed_for(batch.image_ids.front());
+    auto [losses, predictions] = model.losses_and_predict(to_device(batch, device));
+    int64_t fresh = 0;
+    for (int64_t b = 0; b < batch.size(); ++b) fresh += (position + b) * options.world_size + options.rank < total_images;
     std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
     for (auto& [name, value] : losses.parts) values.push_back({name, value.item<double>()});
-    if (loss_sums.empty()) {
-      loss_sums.assign(values.size(), 0.0);
-      for (auto& v : values) loss_names.push_back(v.first);
-    }
-    int64_t fresh = 0;
-    for (int64_t b = 0; b < batch.size(); ++b)
-      if ((position + b) * options.world_size + options.rank < total_images) ++fresh;
+    if (loss_sums.empty())
+      for (const auto& v : values) loss_sums.push_back({v.first, 0.0});
     for (size_t i = 0; i < values.size() && i < loss_sums.size(); ++i)
-      loss_sums[i] += values[i].second * static_cast<double>(fresh);
+      loss_sums[i].second += values[i].second * static_cast<double>(fresh);
+
     for (int64_t b = 0; b < batch.size(); ++b, ++position) {
       if (position * options.world_size + options.rank >= total_images) continue;
-      const int64_t h = batch.original_sizes[b][0].item<int64_t>(), w = batch.original_sizes[b][1].item<int64_t>();
-      DETSEG_CHECK(batch.image_sizes[b][0].item<int64_t>() == h && batch.image_sizes[b][1].item<int64_t>() == w,
-                   "segmentation evaluation: image ", batch.image_ids[static_cast<size_t>(b)],
-                   " was resized; evaluation runs at full resolution");
-      at::Tensor gt = batch.label_maps[b].slice(0, 0, h).slice(1, 0, w);
-      if (ignore != kIgnoreLabel) gt = gt.masked_fill(gt == ignore, kIgnoreLabel);
-      gt = gt.to(at::kInt).contiguous();
-      const at::Tensor pred = maps[static_cast<size_t>(b)].to(at::kInt).contiguous();
-      matrix.add(gt.data_ptr<int32_t>(), pred.data_ptr<int32_t>(), h * w);
-      ++result.num_images;
+      const ImagePrediction& p = predictions[static_cast<size_t>(b)];
+      EvalSample sample;
+      sample.image_id = batch.image_ids[static_cast<size_t>(b)];
+      at::Tensor gt, pred;  // alive while process() reads them
+      if (p.label_map.defined()) {
+        const int64_t h = batch.original_sizes[b][0].item<int64_t>(), w = batch.original_sizes[b][1].item<int64_t>();
+        DETSEG_CHECK(batch.image_sizes[b][0].item<int64_t>() == h && batch.image_sizes[b][1].item<int64_t>() == w,
+                     "segmentation evaluation: image ", sample.image_id, " was resized; evaluation runs at full resolution");
+        gt = batch.label_maps[b].slice(0, 0, h).slice(1, 0, w);
+        if (ignore != kIgnoreLabel) gt = gt.masked_fill(gt == ignore, kIgnoreLabel);
+        gt = gt.to(at::kInt).contiguous();
+        pred = p.label_map.cpu().to(at::kInt).contiguous();
+        sample.ground_truth_labels = gt.data_ptr<int32_t>();
+        sample.predicted_labels = pred.data_ptr<int32_t>();
+        sample.height = h;
+        sample.width = w;
+      } else {
+        sample.detections = coco_detections(p.detections, sample.image_id, data);
+        report.num_detections += static_cast<int64_t>(sample.detections.size());
+      }
+      evaluator->process(sample);
+      ++report.num_images;
     }
   }
   if (sharded) {
-    nlohmann::json mine = {{"counts", matrix.counts}, {"losses", loss_sums}, {"images", result.num_images}};
-    std::vector<std::string> all = group->all_gather_bytes(mine.dump());
-    if (group->rank() == 0) {
-      matrix.reset();
-      std::fill(loss_sums.begin(), loss_sums.end(), 0.0);
-      result.num_images = 0;
-      for (const std::string& bytes : all) {
-        const nlohmann::json shard = nlohmann::json::parse(bytes);
-        const auto counts = shard["counts"].get<std::vector<int64_t>>();
-        for (size_t i = 0; i < counts.size() && i < matrix.counts.size(); ++i) matrix.counts[i] += counts[i];
-        const auto losses = shard["losses"].get<std::vector<double>>();
-        for (size_t i = 0; i < losses.size() && i < loss_sums.size(); ++i) loss_sums[i] += losses[i];
-        result.num_images += shard["images"].get<int64_t>();
-      }
+    nlohmann::json mine = {{"state", evaluator->shard_state()}, {"images", report.num_images},
+                           {"detections", report.num_detections}, {"losses", nlohmann::json::array()}};
+    for (const auto& [name, sum] : loss_sums) mine["losses"].push_back(sum);
+    const std::vector<std::string> all = group->all_gather_bytes(mine.dump());
+    if (!report.main_process) return report;  // rank 0 holds the merged evaluation
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (static_cast<int64_t>(r) == group->rank()) continue;
+      const nlohmann::json shard = nlohmann::json::parse(all[r]);
+      evaluator->merge_shard_state(shard["state"].get<std::string>());
+      report.num_images += shard["images"].get<int64_t>();
+      report.num_detections += shard["detections"].get<int64_t>();
+      const auto sums = shard["losses"].get<std::vector<double>>();
+      for (size_t i = 0; i < sums.size() && i < loss_sums.size(); ++i) loss_sums[i].second += sums[i];
     }
   }
-  const double images = static_cast<double>(result.num_images);
-  for (size_t i = 0; i < loss_sums.size(); ++i)
-    result.losses.push_back({loss_names[i], images > 0 ? loss_sums[i] / images : 0.0});
-  result.metrics = seg_metrics(matrix);
-  return result;
-}
-
-namespace {
-
-nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
-
-}  // namespace
-
-std::string seg_eval_result_json(const SegmentationEvalResult& r) {
-  const SegMetrics& m = r.metrics;
-  nlohmann::ordered_json j = {{"step", r.step},
-                      {"num_images", r.num_images},
-                      {"mIoU", number_or_null(m.mean_iou)},
-                      {"pixel_accuracy", number_or_null(m.pixel_accuracy)},
-                      {"mean_accuracy", number_or_null(m.mean_accuracy)},
-                      {"fwIoU", number_or_null(m.frequency_weighted_iou)},
-                      {"per_class_iou", nlohmann::ordered_json::object()},
-                      {"losses", nlohmann::ordered_json::object()}};
-  for (size_t c = 0; c < m.iou.size(); ++c)
-    j["per_class_iou"][c < r.class_names.size() ? r.class_names[c] : std::to_string(c)] = number_or_null(m.iou[c]);
-  for (auto& [name, value] : r.losses) j["losses"][name] = value;
-  return j.dump(2) + "\n";
-}
-
-std::string seg_eval_result_text(const SegmentationEvalResult& r) {
-  std::string out = seg_metrics_text(r.metrics, r.class_names);
-  for (auto& [name, value] : r.losses) out += str(" eval ", name, " = ", value, "\n");
-  return out;
-}
-
-EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_t step, dist::ProcessGroup* group,
-                          bool per_class, bool metrics) {
-  EvalReport report;
-  report.step = step;
-  report.main_process = group == nullptr || group->world_size() <= 1 || group->rank() == 0;
-  if (auto* segmenter = dynamic_cast<SegmenterImpl*>(&model)) {
-    DETSEG_CONFIG_CHECK(metrics, "--no-metrics is for detection models (a segmentation model's output is label maps: "
-                                 "use detseg predict)");
-    SegmentationEvalResult r = evaluate_segmenter(config, *segmenter, group);
-    r.step = step;
-    report.num_images = r.num_images;
-    if (!report.main_process) return report;
-    report.text = seg_eval_result_text(r);
-    report.json = seg_eval_result_json(r);
-    report.scalars = {{"mIoU", r.metrics.mean_iou},
-                      {"pixel_accuracy", r.metrics.pixel_accuracy},
-                      {"mean_accuracy", r.metrics.mean_accuracy},
-                      {"fwIoU", r.metrics.frequency_weighted_iou}};
-    for (auto& l : r.losses) report.scalars.push_back(l);
-    return report;
+  const Metrics m = evaluator->summarize();
+  report.metrics = m;
+  report.text = m.text;
+  report.detections = m.results;
+  nlohmann::ordered_json json = {{"step", step}, {"num_images", report.num_images}};
+  json.update(m.json);
+  report.scalars = m.values;
+  if (metrics) {
+    json["losses"] = nlohmann::ordered_json::object();
+    for (const auto& [name, sum] : loss_sums) {
+      const double mean = report.num_images > 0 ? sum / static_cast<double>(report.num_images) : 0.0;
+      report.text += str(" eval ", name, " = ", mean, "\n");
+      json["losses"][name] = mean;
+      report.scalars.push_back({name, mean});
+    }
   }
-  auto* detector = dynamic_cast<DetectorImpl*>(&model);
-  DETSEG_CHECK(detector != nullptr, "evaluate_model: model is neither a detector nor a segmenter");
-  DetectionEvalResult r = evaluate_detector(config, *detector, group, metrics);
-  r.step = step;
-  report.num_images = r.num_images;
-  if (!report.main_process) return report;
-  report.detections = coco_results_json(r.detections);
-  report.num_detections = static_cast<int64_t>(r.detections.size());
-  if (!metrics) {
-    report.text = str(" ", r.detections.size(), " detections on ", r.num_images, " images (no metrics computed)\n");
-    report.json = str("{\n  \"step\": ", step, ",\n  \"num_images\": ", r.num_images, ",\n  \"num_detections\": ",
-                      r.detections.size(), "\n}\n");
-    return report;
-  }
-  report.text = eval_result_text(r, per_class);
-  report.json = eval_result_json(r);
-  static const char* names[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
-                                  "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
-  for (int i = 0; i < 12; ++i) report.scalars.push_back({names[i], r.coco.stats[i]});
-  if (r.has_segm)
-    for (int i = 0; i < 12; ++i) report.scalars.push_back({std::string("segm_") + names[i], r.segm.stats[i]});
-  for (auto& l : r.losses) report.scalars.push_back(l);
+  report.json = json.dump(2) + "\n";
   return report;
 }
 
@@ -499,8 +324,7 @@ std::shared_ptr<ModelImpl> load_model_for_eval(const PipelineConfig& config, con
   // images padded as the config says.
   DETSEG_CONFIG_CHECK(!is_exported_model(checkpoint), checkpoint, ": eval takes a training checkpoint; an exported "
                       "model runs with `detseg predict` (its detections.json scores with `detseg coco-eval`)");
-  if (is_segmentation_model(config)) return load_segmenter(config, checkpoint, &step);
-  return load_detector(config, checkpoint, &step);
+  return loaded_for_eval(build_model(config), config, checkpoint, &step);
 }
 }  // namespace
 

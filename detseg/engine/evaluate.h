@@ -1,5 +1,7 @@
-// Implements: evaluating a detector on the eval input: COCO metrics (pycocotools' numbers) and the
-// mean of each loss part, one checkpoint at a time or continuously as a trainer writes them.
+// Implements: evaluating a model on the eval input, one loop for every kind: the model's losses and
+// predictions per batch, each image handed to the Evaluator eval.metric names (COCO AP as
+// pycocotools computes it, with mask AP for Mask R-CNN; PASCAL VOC AP; mIoU), and the mean of each
+// loss part; one checkpoint at a time or continuously as a trainer writes them.
 #pragma once
 
 #include <memory>
@@ -8,9 +10,7 @@
 #include <vector>
 
 #include "detseg/config/config.h"
-#include "detseg/data/readers/coco.h"
-#include "detseg/eval/coco_eval.h"
-#include "detseg/eval/seg_metrics.h"
+#include "detseg/eval/evaluator.h"
 #include "detseg/models/detector.h"
 #include "detseg/models/segmenter.h"
 
@@ -21,62 +21,13 @@ class ProcessGroup;
 class MetricsJsonlWriter;
 class EventWriter;
 
-struct DetectionEvalResult {
-  int64_t step = 0;
-  CocoEvalResult coco;
-  bool has_segm = false;  // the model predicts instance masks: `segm` holds their COCO evaluation
-  CocoEvalResult segm;
-  std::vector<std::pair<std::string, double>> losses;  // means over the eval batches
-  std::vector<CocoAnnotation> detections;              // COCO results form (category ids of the file)
-  std::vector<std::string> category_names;             // params.category_ids order
-  int64_t num_images = 0;
-};
-
 // A freshly built model with `checkpoint`'s weights (its EMA weights when it holds them).
 // `step` receives the checkpoint's step when not null.
 std::shared_ptr<DetectorImpl> load_detector(const PipelineConfig& config, const std::string& checkpoint,
                                             int64_t* step = nullptr);
 
-// With a process group of several ranks, each evaluates its shard of the images (the loader's
-// rank/world_size) and rank 0 merges them into one COCO evaluation; other ranks get only losses.
-// With `metrics` false only the detections are collected (a results file for images without ground
-// truth, e.g. COCO test-dev); `coco`/`segm` stay empty.
-DetectionEvalResult evaluate_detector(const PipelineConfig& config, DetectorImpl& model,
-                                      dist::ProcessGroup* group = nullptr, bool metrics = true);
-
-// {"step", "stats": [12 numbers], "per_category_ap": {name: ap}, "losses": {...}, "num_images"}, plus
-// "segm_stats": [12 numbers] for models with masks.
-std::string eval_result_json(const DetectionEvalResult& result);
-
-// The 12-line summary, then the losses, then (with per_class) the per-category table.
-std::string eval_result_text(const DetectionEvalResult& result, bool per_class);
-
-// ---- semantic segmentation
-
-struct SegmentationEvalResult {
-  int64_t step = 0;
-  SegMetrics metrics;                                  // mIoU, per-class IoU, pixel accuracy, ...
-  // Loss means over the images (each batch's loss counted once per image in it).
-  std::vector<std::pair<std::string, double>> losses;
-  std::vector<std::string> class_names;
-  int64_t num_images = 0;
-};
-
 std::shared_ptr<SegmenterImpl> load_segmenter(const PipelineConfig& config, const std::string& checkpoint,
                                               int64_t* step = nullptr);
-
-// Full-resolution label maps (the model's eval scales and flips) against eval_input's label maps.
-// Sharded as evaluate_detector: rank 0 gets the merged confusion matrix, other ranks only losses.
-SegmentationEvalResult evaluate_segmenter(const PipelineConfig& config, SegmenterImpl& model,
-                                          dist::ProcessGroup* group = nullptr);
-
-// {"step", "num_images", "mIoU", "pixel_accuracy", "mean_accuracy", "fwIoU", "per_class_iou": {name: iou
-// or null}, "losses": {...}}.
-std::string seg_eval_result_json(const SegmentationEvalResult& result);
-// mIoU, accuracies, per-class IoU, then the losses.
-std::string seg_eval_result_text(const SegmentationEvalResult& result);
-
-// ---- either kind of model
 
 // What `detseg eval`, `detseg train` and continuous evaluation print and store of one checkpoint.
 struct EvalReport {
@@ -90,6 +41,7 @@ struct EvalReport {
   std::string detections;
   int64_t num_detections = 0;
   std::vector<std::pair<std::string, double>> scalars;  // logged to metrics.jsonl / TensorBoard
+  Metrics metrics;  // the evaluator's (rank 0): its values, per-class numbers, text
   bool main_process = true;  // false on ranks > 0 of a sharded evaluation (text/json empty)
 };
 

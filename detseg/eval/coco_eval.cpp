@@ -13,7 +13,7 @@
 #include "detseg/core/error.h"
 #include <thread>
 #include "detseg/eval/parallel.h"
-#include "detseg/eval/rle.h"
+#include "detseg/data/readers/rle.h"
 
 namespace detseg {
 

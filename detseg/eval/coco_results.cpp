@@ -2,7 +2,7 @@
 #include "detseg/eval/coco_results.h"
 
 #include "detseg/core/files.h"
-#include "detseg/eval/rle.h"
+#include "detseg/data/readers/rle.h"
 
 namespace detseg {
 

@@ -1,8 +1,11 @@
-// Implements: the evaluator interface one eval loop drives for every metric (detectron2's
-// DatasetEvaluator idea): reset(), process() once per image, summarize(). Torch-free: the loop
-// converts model outputs to these plain forms at the edge (boxes to COCO xywh in original-image
-// pixels, label maps to int32 rows).
+// Implements: the evaluator interface the one eval loop (engine/evaluate) drives for every metric
+// (detectron2's DatasetEvaluator idea): reset(), process() once per image, summarize(). A sharded
+// evaluation hands each rank's shard_state() to rank 0, which merges them before summarizing.
+// Torch-free: the loop converts model outputs to these plain forms at the edge (boxes to COCO xywh
+// in original-image pixels, label maps to int32 rows).
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
@@ -24,13 +27,18 @@ struct EvalSample {
   int64_t height = 0, width = 0;
 };
 
-// Named numbers in a fixed order, plus the human-readable report.
 struct Metrics {
+  // The headline numbers, in a fixed order: logged to metrics.jsonl and TensorBoard.
   std::vector<std::pair<std::string, double>> values;
-  std::string text;
+  // Per class ("AP/<name>", "IoU/<name>"): in the text and the JSON, not logged.
+  std::vector<std::pair<std::string, double>> per_class;
+  std::string text;             // the human-readable report
+  nlohmann::ordered_json json;  // the evaluator's fields of eval-<step>.json
+  std::string results;          // detections in COCO results form (a JSON array); empty for others
   double get(const std::string& name, double fallback = -1) const {
-    for (const auto& [key, value] : values)
-      if (key == name) return value;
+    for (const auto* list : {&values, &per_class})
+      for (const auto& [key, value] : *list)
+        if (key == name) return value;
     return fallback;
   }
 };
@@ -40,6 +48,9 @@ class Evaluator {
   virtual ~Evaluator() = default;
   virtual void reset() = 0;
   virtual void process(const EvalSample& sample) = 0;
+  // What this process has seen, as bytes; merge_shard_state adds another process's.
+  virtual std::string shard_state() const = 0;
+  virtual void merge_shard_state(const std::string& state) = 0;
   virtual Metrics summarize() = 0;
 };
 

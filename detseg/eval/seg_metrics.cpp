@@ -111,15 +111,30 @@ void SemSegEvaluator::process(const EvalSample& sample) {
   matrix_.add(sample.ground_truth_labels, sample.predicted_labels, sample.height * sample.width);
 }
 
+std::string SemSegEvaluator::shard_state() const { return nlohmann::json(matrix_.counts).dump(); }
+
+void SemSegEvaluator::merge_shard_state(const std::string& state) {
+  const auto counts = nlohmann::json::parse(state).get<std::vector<int64_t>>();
+  DETSEG_CHECK(counts.size() == matrix_.counts.size(), "semantic segmentation evaluator: a shard's confusion matrix has ",
+               counts.size(), " cells, expected ", matrix_.counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) matrix_.counts[i] += counts[i];
+}
+
 Metrics SemSegEvaluator::summarize() {
   SegMetrics s = seg_metrics(matrix_, convention_);
+  auto number_or_null = [](double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr); };
   Metrics m;
   m.values = {{"mIoU", s.mean_iou},
               {"pixel_accuracy", s.pixel_accuracy},
               {"mean_accuracy", s.mean_accuracy},
               {"fwIoU", s.frequency_weighted_iou}};
-  for (size_t c = 0; c < s.iou.size(); ++c)
-    m.values.emplace_back("IoU/" + (c < class_names_.size() ? class_names_[c] : std::to_string(c)), s.iou[c]);
+  for (const auto& [name, value] : m.values) m.json[name] = number_or_null(value);
+  m.json["per_class_iou"] = nlohmann::ordered_json::object();
+  for (size_t c = 0; c < s.iou.size(); ++c) {
+    const std::string name = c < class_names_.size() ? class_names_[c] : std::to_string(c);
+    m.per_class.emplace_back("IoU/" + name, s.iou[c]);
+    m.json["per_class_iou"][name] = number_or_null(s.iou[c]);
+  }
   m.text = seg_metrics_text(s, class_names_);
   return m;
 }

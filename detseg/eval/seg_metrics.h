@@ -56,7 +56,10 @@ class SemSegEvaluator : public Evaluator {
                   std::vector<std::string> class_names = {});
   void reset() override;
   void process(const EvalSample& sample) override;  // needs both label maps
-  // mIoU, pixel_accuracy, mean_accuracy, fwIoU, then IoU/<class>.
+  std::string shard_state() const override;          // the confusion matrix's counts
+  void merge_shard_state(const std::string& state) override;
+  // values mIoU, pixel_accuracy, mean_accuracy, fwIoU; per_class IoU/<class>; json the same with
+  // "per_class_iou" (null where a class's union is empty).
   Metrics summarize() override;
   const ConfusionMatrix& matrix() const { return matrix_; }
 

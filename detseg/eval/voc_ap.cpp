@@ -2,7 +2,9 @@
 #include "detseg/eval/voc_ap.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
+#include <set>
 #include <unordered_map>
 
 #include "detseg/core/error.h"
@@ -64,8 +66,10 @@ VocEvalResult voc_evaluate(const CocoDataset& gt, const CocoDataset& dt, const V
   // Ground truth per (category, image), and detections per category.
   std::vector<std::unordered_map<int64_t, std::vector<size_t>>> gt_by(K);
   std::vector<int64_t> positives(K, 0);
+  const std::set<int64_t> images(options.image_ids.begin(), options.image_ids.end());
   for (size_t j = 0; j < gt.annotations.size(); ++j) {
     const auto& a = gt.annotations[j];
+    if (!images.empty() && !images.count(a.image_id)) continue;
     const size_t k = category_pos.at(a.category_id);
     gt_by[k][a.image_id].push_back(j);
     positives[k] += !a.ignore;
@@ -121,6 +125,44 @@ VocEvalResult voc_evaluate(const CocoDataset& gt, const CocoDataset& dt, const V
   }
   out.mean_ap = counted ? sum / counted : -1;
   return out;
+}
+
+VocEvaluator::VocEvaluator(const CocoDataset& ground_truth, VocEvalOptions options)
+    : collected_(ground_truth, CocoEvaluatorOptions{CocoEvalParams(), false, /*metrics=*/false, false}),
+      gt_(ground_truth),
+      options_(std::move(options)) {}
+
+void VocEvaluator::reset() { collected_.reset(); }
+void VocEvaluator::process(const EvalSample& sample) { collected_.process(sample); }
+std::string VocEvaluator::shard_state() const { return collected_.shard_state(); }
+void VocEvaluator::merge_shard_state(const std::string& state) { collected_.merge_shard_state(state); }
+
+Metrics VocEvaluator::summarize() {
+  Metrics m = collected_.summarize();  // the results file; no COCO metrics
+  VocEvalOptions options = options_;
+  if (options.image_ids.empty()) options.image_ids.assign(collected_.images().begin(), collected_.images().end());
+  const VocEvalResult r = voc_evaluate(gt_, coco_results_from(collected_.detections(), gt_), options);
+  m.values = {{"mAP", r.mean_ap}};
+  m.per_class.clear();
+  m.json = nlohmann::ordered_json::object();
+  m.json["mAP"] = r.mean_ap;
+  m.json["iou_threshold"] = options.iou_threshold;
+  m.json["use_07_metric"] = options.use_07_metric;
+  m.json["per_category_ap"] = nlohmann::ordered_json::object();
+  m.text = str(" VOC mAP@", options.iou_threshold, options.use_07_metric ? " (11-point)" : " (all-point)", " = ",
+               r.mean_ap, "\n");
+  for (size_t k = 0; k < r.ap.size(); ++k) {
+    if (r.ap[k] < 0) continue;
+    auto it = gt_.category_index.find(r.category_ids[k]);
+    const std::string name = it == gt_.category_index.end() ? std::to_string(r.category_ids[k])
+                                                           : gt_.categories[static_cast<size_t>(it->second)].name;
+    m.per_class.emplace_back("AP/" + name, r.ap[k]);
+    m.json["per_category_ap"][name] = r.ap[k];
+    char line[160];
+    std::snprintf(line, sizeof(line), " %-28s %7.3f\n", name.c_str(), r.ap[k]);
+    m.text += line;
+  }
+  return m;
 }
 
 }  // namespace detseg

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "detseg/data/readers/coco.h"
+#include "detseg/eval/coco_evaluator.h"
+#include "detseg/eval/evaluator.h"
 
 namespace detseg {
 
@@ -18,6 +20,7 @@ struct VocEvalOptions {
   double iou_threshold = 0.5;
   bool use_07_metric = false;  // 11-point interpolation (VOC2007 test)
   bool plus_one = true;        // the devkit's inclusive-pixel box sizes (x2 - x1 + 1)
+  std::vector<int64_t> image_ids;  // ground truth of these images only; empty: every image
 };
 
 struct VocEvalResult {
@@ -28,5 +31,25 @@ struct VocEvalResult {
 
 // Ground truth "difficult" is CocoAnnotation::ignore (the VOC reader maps it there).
 VocEvalResult voc_evaluate(const CocoDataset& gt, const CocoDataset& dt, const VocEvalOptions& options = {});
+
+// VOC AP as an Evaluator (eval.metric: voc): detections stream in as for CocoEvaluator; the ground
+// truth is that of the images processed. values mAP; per_class AP/<category name> (categories
+// without non-difficult ground truth left out); json "mAP", "per_category_ap", "iou_threshold",
+// "use_07_metric"; results the detections in COCO results form.
+class VocEvaluator : public Evaluator {
+ public:
+  // `ground_truth` must outlive the evaluator.
+  VocEvaluator(const CocoDataset& ground_truth, VocEvalOptions options = {});
+  void reset() override;
+  void process(const EvalSample& sample) override;
+  std::string shard_state() const override;
+  void merge_shard_state(const std::string& state) override;
+  Metrics summarize() override;
+
+ private:
+  CocoEvaluator collected_;  // the same detections, collected and merged as COCO's
+  const CocoDataset& gt_;
+  VocEvalOptions options_;
+};
 
 }  // namespace detseg

@@ -40,6 +40,12 @@ class DetectorImpl : public ModelImpl {
   virtual std::pair<ModelLosses, std::vector<Boxes>> losses_and_detect(const Batch& batch) {
     return {losses(batch), detect(batch)};
   }
+  std::pair<ModelLosses, std::vector<ImagePrediction>> losses_and_predict(const Batch& batch) final {
+    auto [losses, detections] = losses_and_detect(batch);
+    std::vector<ImagePrediction> out(detections.size());
+    for (size_t i = 0; i < detections.size(); ++i) out[i].detections = std::move(detections[i]);
+    return {std::move(losses), std::move(out)};
+  }
 };
 
 }  // namespace detseg

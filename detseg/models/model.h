@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "detseg/data/example.h"
+#include "detseg/structures/boxes.h"
 
 namespace detseg {
 
@@ -21,9 +22,18 @@ struct ModelLosses {
   std::vector<std::pair<std::string, at::Tensor>> parts;
 };
 
+// One image's prediction for evaluation, in its original pixels: a detector's detections (boxes,
+// scores, classes, masks) or a segmenter's label map (int64 [H, W]).
+struct ImagePrediction {
+  Boxes detections;
+  at::Tensor label_map;
+};
+
 class ModelImpl : public torch::nn::Module {
  public:
   virtual ModelLosses losses(const Batch& batch) = 0;
+  // Evaluation: the batch's losses and each image's prediction, from one forward pass.
+  virtual std::pair<ModelLosses, std::vector<ImagePrediction>> losses_and_predict(const Batch& batch) = 0;
   // Detectors: the square input size (images are resized and padded to it). Segmenters: the
   // square training crop size.
   virtual int64_t input_size() const = 0;

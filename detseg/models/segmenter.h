@@ -18,6 +18,12 @@ class SegmenterImpl : public ModelImpl {
   virtual std::pair<ModelLosses, std::vector<at::Tensor>> losses_and_segment(const Batch& batch) {
     return {losses(batch), segment(batch)};
   }
+  std::pair<ModelLosses, std::vector<ImagePrediction>> losses_and_predict(const Batch& batch) final {
+    auto [losses, maps] = losses_and_segment(batch);
+    std::vector<ImagePrediction> out(maps.size());
+    for (size_t i = 0; i < maps.size(); ++i) out[i].label_map = std::move(maps[i]);
+    return {std::move(losses), std::move(out)};
+  }
   virtual int64_t num_classes() const = 0;
 };
 

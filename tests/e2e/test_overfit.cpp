@@ -62,10 +62,10 @@ TEST(Overfit, RetinaNetOnTwoRealImagesReachesAp50One) {
 
   int64_t step = 0;
   auto model = detseg::load_detector(config, result.last_checkpoint, &step);
-  detseg::DetectionEvalResult eval = detseg::evaluate_detector(config, *model);
+  const detseg::EvalReport eval = detseg::evaluate_model(config, *model, step);
   EXPECT_EQ(step, 240);
   EXPECT_EQ(eval.num_images, 2);
-  EXPECT_GE(eval.coco.stats[1], 0.99) << detseg::eval_result_text(eval, true);
+  EXPECT_GE(eval.metrics.get("AP50"), 0.99) << eval.text;
 }
 
 // Learning regression: the README's demo recipe (configs/demo/retinanet_r18_bccd.yaml), cut short,
@@ -84,10 +84,9 @@ TEST(Learning, DemoRecipeGeneralisesToHeldOutImages) {
   ASSERT_EQ(result.step, kLearningSteps);
   int64_t step = 0;
   auto model = detseg::load_detector(config, result.last_checkpoint, &step);
-  const detseg::DetectionEvalResult eval = detseg::evaluate_detector(config, *model);
-  const std::string report = detseg::eval_result_text(eval, true);
+  const detseg::EvalReport eval = detseg::evaluate_model(config, *model, step);
   EXPECT_EQ(eval.num_images, 20);
-  EXPECT_GE(eval.coco.stats[0], kLearningMinAp) << report;
-  EXPECT_GE(eval.coco.stats[1], kLearningMinAp50) << report;
+  EXPECT_GE(eval.metrics.get("AP"), kLearningMinAp) << eval.text;
+  EXPECT_GE(eval.metrics.get("AP50"), kLearningMinAp50) << eval.text;
   fs::remove_all(dir);
 }

@@ -22,6 +22,7 @@
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/engine/train_loop.h"
+#include "detseg/eval/voc_ap.h"
 #include "detseg/models/build.h"
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/optimizer.h"
@@ -332,6 +333,37 @@ TEST(Engine, EvalWritesDetectionsThatCocoEvalRescoresIdentically) {
   std::set<int64_t> gt_images;
   for (const auto& image : gt.images) gt_images.insert(image.id);
   EXPECT_EQ(seen_images, gt_images);
+
+  // eval.metric voc: the same loop and detections, scored by the VOC devkit's rules (mAP only in
+  // metrics.jsonl's sense; per-class AP in the JSON), equal to voc_evaluate on the results file.
+  for (bool use_07 : {false, true}) {
+    const fs::path voc = dir / (use_07 ? "voc07.json" : "voc.json");
+    detseg::testing::CommandRun v = detseg::testing::run_command(
+        bin + "eval --config " + config_file() + " --checkpoint " + r.last_checkpoint + " --json " + voc.string() +
+        " --detections " + (dir / "voc-detections.json").string() + " --set postprocess.score_threshold=0.01" +
+        " --set eval.metric=voc --set eval.voc_use_07_metric=" + (use_07 ? "true" : "false"));
+    ASSERT_EQ(v.code, 0) << v.output;
+    EXPECT_NE(v.output.find(use_07 ? "VOC mAP@0.5 (11-point) = " : "VOC mAP@0.5 (all-point) = "), std::string::npos)
+        << v.output;
+    const nlohmann::json j = nlohmann::json::parse(read_text(voc));
+    detseg::VocEvalOptions o;
+    o.use_07_metric = use_07;
+    const detseg::VocEvalResult want =
+        detseg::voc_evaluate(gt, detseg::read_coco_results((dir / "voc-detections.json").string(), gt), o);
+    EXPECT_DOUBLE_EQ(j["mAP"].get<double>(), want.mean_ap) << j.dump();
+    size_t scored = 0;
+    for (double ap : want.ap) scored += ap >= 0;
+    EXPECT_EQ(j["per_category_ap"].size(), scored);
+    EXPECT_GT(scored, 0u);
+    EXPECT_TRUE(j.contains("losses"));
+    EXPECT_FALSE(j.contains("stats"));
+  }
+  // A metric for the other kind of model: one line, exit 2.
+  detseg::testing::CommandRun wrong = detseg::testing::run_command(
+      bin + "eval --config " + config_file() + " --checkpoint " + r.last_checkpoint + " --set eval.metric=miou");
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.output.find("eval.metric: miou scores label maps; a detector takes coco or voc"), std::string::npos)
+      << wrong.output;
 
   // postprocess.nms from the command line: class-agnostic NMS leaves fewer boxes than per-class
   // (untrained classes overlap everywhere); soft-NMS decays scores instead of removing boxes, so

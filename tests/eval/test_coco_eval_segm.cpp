@@ -7,7 +7,7 @@
 #include "detseg/data/readers/coco.h"
 #include "detseg/eval/coco_eval.h"
 #include "detseg/eval/coco_results.h"
-#include "detseg/eval/rle.h"
+#include "detseg/data/readers/rle.h"
 
 namespace fs = std::filesystem;
 using namespace detseg;

@@ -8,7 +8,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/data/readers/coco.h"
-#include "detseg/eval/rle.h"
+#include "detseg/data/readers/rle.h"
 
 namespace fs = std::filesystem;
 using namespace detseg;

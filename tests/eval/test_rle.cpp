@@ -4,7 +4,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/data/readers/coco.h"
-#include "detseg/eval/rle.h"
+#include "detseg/data/readers/rle.h"
 
 using namespace detseg;
 

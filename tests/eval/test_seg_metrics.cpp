@@ -67,6 +67,14 @@ void SegMetrics_EvaluatorAccumulatesOverImagesAndResets() {
   EXPECT_DOUBLE_EQ(m.get("IoU/bg"), 2.0 / 3);
   EXPECT_DOUBLE_EQ(m.get("IoU/fg"), 2.0 / 3);
   EXPECT_DOUBLE_EQ(m.get("pixel_accuracy"), 4.0 / 5);
+  EXPECT_EQ(m.json["per_class_iou"]["fg"].get<double>(), 2.0 / 3);
+  // Sharded: b on another rank, merged, gives the same numbers.
+  SemSegEvaluator rank0(2, 255, MeanIouConvention::kNonEmptyUnion, {"bg", "fg"}), rank1(2);
+  rank0.process(a);
+  rank1.process(b);
+  rank0.merge_shard_state(rank1.shard_state());
+  EXPECT_EQ(rank0.summarize().values, m.values);
+  EXPECT_THROW(rank0.merge_shard_state(SemSegEvaluator(3).shard_state()), Error);
   ev.reset();
   ev.process(b);
   EXPECT_DOUBLE_EQ(ev.summarize().get("mIoU"), 1.0);

@@ -1,5 +1,6 @@
 // Implements: hand-worked PASCAL VOC AP (11-point and all-point) and VOC matching with difficult
-// objects; and the CocoEvaluator interface giving the same numbers as the batch evaluation.
+// objects; and the Evaluator interface (COCO, VOC) giving the same numbers as the batch
+// evaluations, streamed image by image and merged from shards.
 #include <gtest/gtest.h>
 
 #include "detseg/core/error.h"
@@ -68,6 +69,79 @@ void CocoEvaluatorInterface_StreamingEqualsBatch() {
   EXPECT_THROW(ev.process(unknown), Error);
 }
 
+// Samples of `gt`'s images i with i % shards == shard.
+std::vector<EvalSample> shard_samples(const CocoDataset& gt, const CocoDataset& dt, size_t shard, size_t shards) {
+  std::vector<EvalSample> out;
+  for (size_t i = shard; i < gt.images.size(); i += shards) {
+    EvalSample s;
+    s.image_id = gt.images[i].id;
+    for (int64_t j : dt.annotations_by_image[i]) s.detections.push_back(dt.annotations[j]);
+    out.push_back(s);
+  }
+  return out;
+}
+
+void CocoEvaluatorInterface_ShardsMergeIntoTheSingleProcessResult() {
+  // Three ranks: rank 0 merges the others' states; an image two shards both saw counts once.
+  const std::string dir = std::string(DETSEG_SHARED_DIR) + "/coco_cases/case_small/";
+  CocoDataset gt = read_coco(dir + "gt.json");
+  CocoDataset dt = read_coco_results(dir + "dt.json", gt);
+  CocoEvaluator single(gt), ranks[3] = {CocoEvaluator(gt), CocoEvaluator(gt), CocoEvaluator(gt)};
+  for (const EvalSample& s : shard_samples(gt, dt, 0, 1)) single.process(s);
+  for (size_t r = 0; r < 3; ++r)
+    for (const EvalSample& s : shard_samples(gt, dt, r, 3)) ranks[r].process(s);
+  ranks[2].process(shard_samples(gt, dt, 0, 3).front());  // a wrap-around repeat of rank 0's first image
+  ranks[0].merge_shard_state(ranks[1].shard_state());
+  ranks[0].merge_shard_state(ranks[2].shard_state());
+  const Metrics a = single.summarize(), b = ranks[0].summarize();
+  ASSERT_EQ(a.values.size(), 12u);
+  for (size_t i = 0; i < a.values.size(); ++i) EXPECT_EQ(a.values[i], b.values[i]) << a.values[i].first;
+  EXPECT_EQ(ranks[0].detections().size(), single.detections().size());
+  EXPECT_EQ(a.json["per_category_ap"], b.json["per_category_ap"]);
+}
+
+void VocEvaluator_EqualsVocEvaluateOnTheImagesProcessed() {
+  const std::string dir = std::string(DETSEG_SHARED_DIR) + "/coco_cases/case_small/";
+  CocoDataset gt = read_coco(dir + "gt.json");
+  CocoDataset dt = read_coco_results(dir + "dt.json", gt);
+  // Every image: what voc_evaluate gives for the whole file, its detections in the order streamed
+  // (equal scores are taken in that order).
+  VocEvaluator all(gt);
+  std::vector<CocoAnnotation> streamed;
+  for (const EvalSample& s : shard_samples(gt, dt, 0, 1)) {
+    all.process(s);
+    streamed.insert(streamed.end(), s.detections.begin(), s.detections.end());
+  }
+  const Metrics m = all.summarize();
+  const VocEvalResult want = voc_evaluate(gt, coco_results_from(streamed, gt));
+  EXPECT_EQ(m.get("mAP"), want.mean_ap);
+  EXPECT_EQ(m.json["mAP"].get<double>(), want.mean_ap);
+  for (size_t k = 0; k < want.ap.size(); ++k)
+    if (want.ap[k] >= 0) {
+      const std::string name = gt.categories[static_cast<size_t>(gt.category_index.at(want.category_ids[k]))].name;
+      EXPECT_EQ(m.get("AP/" + name), want.ap[k]) << name;
+    }
+  EXPECT_NE(m.results.find("\"image_id\""), std::string::npos);
+  // Half the images, in two shards merged: the ground truth of the other images does not count
+  // as missed.
+  VocEvaluator first(gt), second(gt);
+  std::vector<EvalSample> even = shard_samples(gt, dt, 0, 2);
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < even.size(); ++i) {
+    (i % 2 ? second : first).process(even[i]);
+    ids.push_back(even[i].image_id);
+  }
+  first.merge_shard_state(second.shard_state());
+  VocEvalOptions half;
+  half.image_ids = ids;
+  std::vector<CocoAnnotation> half_streamed;  // first's images, then second's: the merged order
+  for (size_t i = 0; i < even.size(); i += 2) half_streamed.insert(half_streamed.end(), even[i].detections.begin(), even[i].detections.end());
+  for (size_t i = 1; i < even.size(); i += 2) half_streamed.insert(half_streamed.end(), even[i].detections.begin(), even[i].detections.end());
+  const VocEvalResult want_half = voc_evaluate(gt, coco_results_from(half_streamed, gt), half);
+  EXPECT_EQ(first.summarize().get("mAP"), want_half.mean_ap);
+  EXPECT_NE(want_half.mean_ap, want.mean_ap);
+}
+
 // One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
 // per suite; each case keeps its name in the failure trace.
 TEST(VocAp, AllCases) {
@@ -84,5 +158,13 @@ TEST(CocoEvaluatorInterface, AllCases) {
   {
     SCOPED_TRACE("StreamingEqualsBatch");
     CocoEvaluatorInterface_StreamingEqualsBatch();
+  }
+  {
+    SCOPED_TRACE("ShardsMergeIntoTheSingleProcessResult");
+    CocoEvaluatorInterface_ShardsMergeIntoTheSingleProcessResult();
+  }
+  {
+    SCOPED_TRACE("VocEvaluatorEqualsVocEvaluateOnTheImagesProcessed");
+    VocEvaluator_EqualsVocEvaluateOnTheImagesProcessed();
   }
 }

@@ -31,7 +31,7 @@ std::string write_subset(const std::string& source, const std::string& dir, cons
   return path;
 }
 
-detseg::DetectionEvalResult train_and_evaluate(const std::string& name, const std::string& model_yaml,
+detseg::EvalReport train_and_evaluate(const std::string& name, const std::string& model_yaml,
                                                const std::string& source, const std::string& images,
                                                const std::vector<int>& picks, int steps) {
   const std::string dir = (fs::temp_directory_path() / ("detseg_overfit_" + name)).string();
@@ -51,7 +51,7 @@ detseg::DetectionEvalResult train_and_evaluate(const std::string& name, const st
   EXPECT_EQ(result.step, steps);
   EXPECT_LT(result.last_loss, 0.25 * result.first_loss) << "first " << result.first_loss << " last " << result.last_loss;
   auto model = detseg::load_detector(config, result.last_checkpoint);
-  detseg::DetectionEvalResult eval = detseg::evaluate_detector(config, *model);
+  detseg::EvalReport eval = detseg::evaluate_model(config, *model, steps);
   EXPECT_EQ(eval.num_images, static_cast<int64_t>(picks.size()));
   fs::remove_all(dir);
   return eval;
@@ -73,10 +73,10 @@ TEST(TwoStageOverfit, FasterRcnnOnTwoBccdImagesReachesAp50One) {
       "                      second_stage_batch_size: 64, second_stage_add_groundtruth_proposals: true,\n"
       "                      representation_size: 128}}\n"
       "postprocess: {score_threshold: 0.05}\n";
-  detseg::DetectionEvalResult eval =
+  detseg::EvalReport eval =
       train_and_evaluate("faster_rcnn", model, std::string(DETSEG_SOURCE_DIR) + "/assets/demo/train.json",
                          std::string(DETSEG_SOURCE_DIR) + "/assets/demo/images", {0, 1}, 90);
-  EXPECT_GE(eval.coco.stats[1], 0.99) << detseg::eval_result_text(eval, true);
+  EXPECT_GE(eval.metrics.get("AP50"), 0.99) << eval.text;
 }
 
 TEST(TwoStageOverfit, MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
@@ -91,11 +91,10 @@ TEST(TwoStageOverfit, MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
       "                      second_stage_batch_size: 64, second_stage_add_groundtruth_proposals: true,\n"
       "                      representation_size: 128, mask_head_depth: 32}}\n"
       "postprocess: {score_threshold: 0.05}\n";
-  detseg::DetectionEvalResult eval =
+  detseg::EvalReport eval =
       train_and_evaluate("mask_rcnn", model, coco + "/annotations/instances_val2017.json", coco + "/val2017", {3, 4}, 90);
-  EXPECT_GE(eval.coco.stats[1], 0.99) << detseg::eval_result_text(eval, true);
-  ASSERT_TRUE(eval.has_segm);
-  EXPECT_GE(eval.segm.stats[1], 0.99) << detseg::eval_result_text(eval, true);
+  EXPECT_GE(eval.metrics.get("AP50"), 0.99) << eval.text;
+  EXPECT_GE(eval.metrics.get("segm_AP50"), 0.99) << eval.text;
 }
 
 TEST(TwoStageOverfit, C4MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
@@ -114,9 +113,8 @@ TEST(TwoStageOverfit, C4MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
       "                      second_stage_batch_size: 16, second_stage_add_groundtruth_proposals: true,\n"
       "                      initial_crop_size: 8, mask_head_depth: 32}}\n"
       "postprocess: {score_threshold: 0.05}\n";
-  detseg::DetectionEvalResult eval = train_and_evaluate(
+  detseg::EvalReport eval = train_and_evaluate(
       "c4_mask_rcnn", model, coco + "/annotations/instances_val2017.json", coco + "/val2017", {3, 4}, 90);
-  EXPECT_GE(eval.coco.stats[1], 0.99) << detseg::eval_result_text(eval, true);
-  ASSERT_TRUE(eval.has_segm);
-  EXPECT_GE(eval.segm.stats[1], 0.99) << detseg::eval_result_text(eval, true);
+  EXPECT_GE(eval.metrics.get("AP50"), 0.99) << eval.text;
+  EXPECT_GE(eval.metrics.get("segm_AP50"), 0.99) << eval.text;
 }

@@ -10,7 +10,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/json.h"
-#include "detseg/eval/rle.h"
+#include "detseg/data/readers/rle.h"
 
 namespace detseg {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "detseg/core/error.h"
-#include "detseg/losses/huber_loss.h"
+#include "detseg/losses/two_stage_loss.h"
 #include "detseg/ops/anchors.h"
 #include "detseg/ops/box_coder.h"
 #include "detseg/ops/box_ops.h"
@@ -54,12 +54,6 @@ TargetAssignerOptions second_stage_assigner(const FasterRcnnOptions& o) {
 // RoIs [N, 5] of image b of the batch (batch index first).
 at::Tensor image_rois(const at::Tensor& boxes, int64_t b) {
   return at::cat({at::full({boxes.size(0), 1}, static_cast<double>(b), boxes.options()), boxes}, 1);
-}
-
-// In fp32 whatever precision the heads ran in (autocast): losses are summed in float.
-at::Tensor elementwise_bce(const at::Tensor& logits, const at::Tensor& targets) {
-  const at::Tensor x = upcast_low_precision(logits);
-  return at::binary_cross_entropy_with_logits(x, targets.to(x.scalar_type()), {}, {}, at::Reduction::None);
 }
 
 // A 0-dim int64 zero (the background label) made directly on `device`.
@@ -272,14 +266,13 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
     AssignedTargets t = assign_targets(used_anchors, gt.boxes.to(device),
                                        at::ones({m}, at::TensorOptions().dtype(at::kLong).device(device)),
                                        long_zero(device), first_stage_assigner(o));
-    at::Tensor positive = t.match >= 0;
-    at::Tensor sampled = sample_balanced(t.cls_weights > 0, positive, rpn_sampler).to(fopts);
-    at::Tensor normalizer = sampled.sum().clamp_min(1.0);
-    at::Tensor obj = p.rpn_objectness[b].index_select(0, p.anchor_indices);
-    at::Tensor enc = upcast_low_precision(p.rpn_box_encodings[b].index_select(0, p.anchor_indices));
-    rpn_obj = rpn_obj + (elementwise_bce(obj, positive.to(fopts)) * sampled).sum() / normalizer;
-    at::Tensor loc = huber_loss_elementwise(enc, t.reg_targets, 1.0).sum(1);
-    rpn_loc = rpn_loc + (loc * sampled * t.reg_weights).sum() / normalizer;
+    const at::Tensor positive = t.match >= 0;
+    const at::Tensor sampled = sample_balanced(t.cls_weights > 0, positive, rpn_sampler).to(fopts);
+    auto [loc, obj] = rpn_image_loss(p.rpn_objectness[b].index_select(0, p.anchor_indices),
+                                     p.rpn_box_encodings[b].index_select(0, p.anchor_indices), positive, t.reg_targets,
+                                     t.reg_weights, sampled);
+    rpn_loc = rpn_loc + loc;
+    rpn_obj = rpn_obj + obj;
   }
   rpn_loc = rpn_loc / batch_size * o.first_stage_localization_loss_weight;
   rpn_obj = rpn_obj / batch_size * o.first_stage_objectness_loss_weight;
@@ -310,18 +303,10 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
     }
     // Each proposal's loss / (num_proposals * batch_size): the reference's normaliser.
     const double normalizer = static_cast<double>(n * batch_size);
-    at::Tensor logits = upcast_low_precision(cls[b].slice(0, 0, n));
-    at::Tensor ce = o.second_stage_sigmoid
-                        ? elementwise_bce(logits, at::one_hot(t.cls_targets, k1).to(fopts)).sum(1)
-                        : at::cross_entropy_loss(logits, t.cls_targets, {}, at::Reduction::None);
-    at::Tensor codes = upcast_low_precision(enc[b].slice(0, 0, n));
-    // Box loss on the target class's encoding only.
-    at::Tensor picked = codes.size(1) == 1
-                            ? codes.select(1, 0)
-                            : codes.gather(1, (t.cls_targets - 1).clamp_min(0).view({n, 1, 1}).expand({n, 1, 4})).squeeze(1);
-    at::Tensor loc = huber_loss_elementwise(picked, t.reg_targets, 1.0).sum(1) * t.reg_weights;
+    auto [loc, ce] = box_classifier_loss(cls[b].slice(0, 0, n), enc[b].slice(0, 0, n), t.cls_targets, t.cls_weights,
+                                         t.reg_targets, t.reg_weights, o.second_stage_sigmoid);
     loc_rows.push_back(at::cat({loc / normalizer, pad}));
-    cls_rows.push_back(at::cat({ce * t.cls_weights / normalizer, pad}));
+    cls_rows.push_back(at::cat({ce / normalizer, pad}));
   }
   at::Tensor loc_losses = at::stack(loc_rows), cls_losses = at::stack(cls_rows);
   at::Tensor box_loc, box_cls;
@@ -384,9 +369,8 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
       row += n;
     }
     at::Tensor classes = at::cat(pos_classes), target = at::cat(targets);
-    at::Tensor mask_loss = at::zeros({}, fopts);
-    const int64_t num_positives = classes.size(0);
-    if (num_positives > 0) {
+    at::Tensor masks_loss = at::zeros({}, fopts);
+    if (classes.size(0) > 0) {
       at::Tensor class_logits;  // [positives, S, S], each positive's ground-truth class
       if (p.mask_logits.defined()) {
         const at::Tensor logits = p.mask_logits.index_select(0, at::cat(pos_rows));
@@ -397,12 +381,11 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
       } else {
         class_logits = network->class_mask_logits(network->mask_features(p.features, boxes_to_rois(pos_boxes)), classes);
       }
-      const int64_t size = class_logits.size(1);
-      mask_loss = elementwise_bce(class_logits, target).sum() / static_cast<double>(num_positives * size * size);
+      masks_loss = mask_loss(class_logits, target);
     }
-    mask_loss = mask_loss * o.second_stage_mask_loss_weight;
-    result.parts.push_back({"second_stage_mask_loss", mask_loss});
-    result.total = result.total + mask_loss;
+    masks_loss = masks_loss * o.second_stage_mask_loss_weight;
+    result.parts.push_back({"second_stage_mask_loss", masks_loss});
+    result.total = result.total + masks_loss;
   }
   return result;
 }

@@ -1,4 +1,4 @@
-#include "detseg/engine/predict.h"
+#include "detseg/api/predict.h"
 
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -16,7 +16,7 @@
 #include "detseg/core/stop_signal.h"
 #include "detseg/data/image_io.h"
 #include "detseg/data/readers/coco.h"
-#include "detseg/eval/rle.h"
+#include "detseg/data/readers/rle.h"
 #include "detseg/models/build.h"
 #include "detseg/viz/draw.h"
 #include "detseg/viz/label_map.h"

@@ -1,6 +1,6 @@
 // Implements: the COCO mask API (see rle.h). Written from maskApi.c's documented behaviour; the
 // integer and rounding steps are kept exactly so masks match pycocotools pixel for pixel.
-#include "detseg/eval/rle.h"
+#include "detseg/data/readers/rle.h"
 
 #include <algorithm>
 #include <cmath>
