@@ -1,6 +1,7 @@
 // Implements: the pipeline config's single declaration (visit_config) and the three visitors that
 // walk it: YAML reader with validation, YAML writer, Markdown reference writer.
 #include "detseg/config/config.h"
+#include "detseg/config/registry.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -190,14 +191,20 @@ void visit_faster_rcnn(V& v, FasterRcnnConfig& c) {
 
 template <class V>
 void visit_model(V& v, ModelConfig& c) {
-  v.field("type", c.type, one_of({"retinanet", "efficientdet", "faster_rcnn", "mask_rcnn", "deeplabv3plus", "deeplabv3"}),
-          "Meta-architecture");
+  // Both lists come from the part tables (config/parts.def, and backbones an application added).
+  std::vector<std::string> types, backbone_names;
+  std::string takes;
+  for (const ModelTypeInfo& t : model_types()) {
+    types.push_back(t.type);
+    if (t.families.empty()) continue;
+    takes += (takes.empty() ? "" : "; ") + t.type + ": ";
+    for (size_t i = 0; i < t.families.size(); ++i) takes += (i ? ", " : "") + (t.families[i] == "*" ? "any" : t.families[i]);
+  }
+  for (const BackboneInfo& b : backbones()) backbone_names.push_back(b.name);
+  v.field("type", c.type, one_of(types), "Meta-architecture");
   v.field("num_classes", c.num_classes, range(1, 100000), "Number of object classes (no background)");
-  v.field("backbone", c.backbone,
-          one_of({"resnet18", "resnet34", "resnet50", "resnet101", "efficientnet-b0", "efficientnet-b1",
-                  "efficientnet-b2", "efficientnet-b3", "efficientnet-b4", "efficientnet-b5",
-                  "efficientnet-b6", "efficientnet-b7", "mobilenet_v2", "xception65"}),
-          "Backbone network (RetinaNet; DeepLab: resnet*, mobilenet_v2, xception65)");
+  const std::string backbone_doc = "Backbone network, by family (" + takes + "; efficientdet picks its own)";
+  v.field("backbone", c.backbone, one_of(backbone_names), backbone_doc.c_str());
   v.field("efficientdet", c.efficientdet, one_of({"d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"}),
           "EfficientDet size: sets backbone, BiFPN width/depth and head depth per the paper");
   v.field("pretrained", c.pretrained, url_or_path(),
@@ -802,6 +809,14 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& source, co
 
 void check_consistency(const PipelineConfig& c) {
   const std::string at = location(c.source);
+  const ModelTypeInfo* type = find_model_type(c.model.type);
+  DETSEG_CONFIG_CHECK(type != nullptr, at, "model.type: unknown meta-architecture ", c.model.type);
+  const bool segmenter = type->kind == "segmenter";
+  if (!type->families.empty()) {
+    const BackboneInfo* backbone = find_backbone(c.model.backbone);
+    DETSEG_CONFIG_CHECK(backbone && model_takes_backbone(*type, *backbone), at, "model.backbone: ", c.model.type,
+                        " takes ", join(backbones_for(*type)), "; got ", c.model.backbone);
+  }
   DETSEG_CONFIG_CHECK(c.model.num_classes > 0, at, "model.num_classes: required (a positive integer)");
   DETSEG_CONFIG_CHECK(c.model.min_level <= c.model.max_level, at, "model.min_level (", c.model.min_level,
                       ") must not exceed model.max_level (", c.model.max_level, ")");
@@ -814,7 +829,7 @@ void check_consistency(const PipelineConfig& c) {
   DETSEG_CONFIG_CHECK(c.model.resizer != "keep_aspect" || c.model.min_dimension <= c.model.max_dimension, at,
                       "model.min_dimension (", c.model.min_dimension, ") must not exceed model.max_dimension (",
                       c.model.max_dimension, ")");
-  DETSEG_CONFIG_CHECK(c.model.resizer != "keep_aspect" || (c.model.type != "deeplabv3plus" && c.model.type != "deeplabv3"),
+  DETSEG_CONFIG_CHECK(c.model.resizer != "keep_aspect" || !segmenter,
                       at, "model.resizer: keep_aspect is for detectors; DeepLab trains on model.deeplab.crop_size crops "
                       "and evaluates at full resolution");
   DETSEG_CONFIG_CHECK(c.model.head_norm == "none" || (c.model.type == "retinanet" && c.model.fpn_channels % 32 == 0), at,
@@ -824,19 +839,15 @@ void check_consistency(const PipelineConfig& c) {
                       "model.pixel_mean and model.pixel_std need 3 values (RGB)");
   DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,
                       "train_input.scale_min must not exceed train_input.scale_max");
-  if (c.model.type == "deeplabv3plus" || c.model.type == "deeplabv3") {
+  if (segmenter) {
     const int64_t os = c.model.deeplab.output_stride;
     DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, at, "model.deeplab.output_stride: expected 8, 16 or 32, got ", os);
-    DETSEG_CONFIG_CHECK(c.model.backbone.rfind("resnet", 0) == 0 || c.model.backbone == "mobilenet_v2" ||
-                            c.model.backbone == "xception65",
-                        at, "model.backbone: DeepLab takes resnet18/34/50/101, mobilenet_v2 or xception65, got ",
-                        c.model.backbone);
     DETSEG_CONFIG_CHECK(c.eval.metric.empty() || c.eval.metric == "miou", at, "eval.metric: ", c.eval.metric,
                         " scores detections; a segmentation model takes miou");
     DETSEG_CONFIG_CHECK(!c.model.deeplab.head_conv || c.model.type == "deeplabv3" || c.model.deeplab.low_level_channels == 0,
                         at, "model.deeplab.head_conv: deeplabv3 only (deeplabv3plus's decoder has its own 3x3 convs)");
   }
-  DETSEG_CONFIG_CHECK(c.eval.metric != "miou" || c.model.type == "deeplabv3plus" || c.model.type == "deeplabv3", at,
+  DETSEG_CONFIG_CHECK(c.eval.metric != "miou" || segmenter, at,
                       "eval.metric: miou scores label maps; a detector takes coco or voc");
   if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn") {
     const FasterRcnnConfig& f = c.model.faster_rcnn;

@@ -10,6 +10,7 @@
 #include "detseg/models/meta_archs/semantic_segmenter.h"
 #include "detseg/train/name_pattern.h"
 #include "detseg/train/optimizer.h"
+#include "detseg/models/registry.h"
 #include "detseg/models/retinanet_network.h"
 
 namespace detseg {
@@ -42,6 +43,13 @@ DenseDetectorOptions dense_options(const PipelineConfig& config) {
   return o;
 }
 
+void check_dense_levels(const PipelineConfig& config) {
+  DETSEG_CONFIG_CHECK(config.model.min_level == 3 && config.model.max_level == 7, location(config.source),
+                      "model.min_level/max_level: the RetinaNet and EfficientDet networks produce P3-P7");
+}
+
+int64_t dense_num_anchors(const ModelConfig& m) { return m.num_scales * static_cast<int64_t>(m.aspect_ratios.size()); }
+
 int64_t resnet_depth(const std::string& backbone, const std::string& source) {
   if (backbone.rfind("resnet", 0) == 0) return std::stoll(backbone.substr(6));
   throw ConfigError(location(source) + "model.backbone: RetinaNet and Faster R-CNN take a ResNet (resnet18/34/50/101), got " +
@@ -50,7 +58,11 @@ int64_t resnet_depth(const std::string& backbone, const std::string& source) {
 
 std::array<double, 4> four(const std::vector<double>& v) { return {v.at(0), v.at(1), v.at(2), v.at(3)}; }
 
-std::shared_ptr<DetectorImpl> build_faster_rcnn(const PipelineConfig& config) {
+}  // namespace
+
+// The builders config/parts.def names (models/registry.cpp's table).
+
+std::shared_ptr<ModelImpl> build_faster_rcnn(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
   const FasterRcnnConfig& f = m.faster_rcnn;
   FasterRcnnOptions o;
@@ -117,17 +129,9 @@ std::shared_ptr<DetectorImpl> build_faster_rcnn(const PipelineConfig& config) {
   return std::make_shared<FasterRcnnImpl>(o, net);
 }
 
-}  // namespace
-
-bool is_segmentation_model(const PipelineConfig& config) {
-  return config.model.type == "deeplabv3plus" || config.model.type == "deeplabv3";
-}
-
-std::shared_ptr<SegmenterImpl> build_segmenter(const PipelineConfig& config) {
+std::shared_ptr<ModelImpl> build_deeplab(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
   const DeepLabConfig& d = m.deeplab;
-  DETSEG_CONFIG_CHECK(is_segmentation_model(config), location(config.source), "model.type: ", m.type,
-                      " is not a segmentation model (deeplabv3plus, deeplabv3)");
   DeepLabNetworkOptions net(m.num_classes);
   net.backbone(m.backbone)
       .output_stride(d.output_stride)
@@ -152,9 +156,49 @@ std::shared_ptr<SegmenterImpl> build_segmenter(const PipelineConfig& config) {
   return std::make_shared<SemanticSegmenterImpl>(o, DeepLabNetwork(net));
 }
 
-std::shared_ptr<ModelImpl> build_model(const PipelineConfig& config) {
-  if (is_segmentation_model(config)) return build_segmenter(config);
-  return build_detector(config);
+std::shared_ptr<ModelImpl> build_retinanet(const PipelineConfig& config) {
+  const ModelConfig& m = config.model;
+  check_dense_levels(config);
+  RetinaNetNetworkOptions net_options(m.num_classes);
+  net_options.depth(resnet_depth(m.backbone, config.source))
+      .frozen_bn(m.frozen_batch_norm)
+      .frozen_stages(5 - m.trainable_backbone_stages)
+      .fpn_channels(m.fpn_channels)
+      .num_anchors(dense_num_anchors(m))
+      .head_group_norm_groups(m.head_norm == "group_norm" ? 32 : 0);
+  auto network = std::make_shared<RetinaNetNetworkImpl>(net_options);
+  return std::make_shared<DenseDetectorImpl>(dense_options(config), network,
+                                             [network](const at::Tensor& x) { return network->forward(x); });
+}
+
+std::shared_ptr<ModelImpl> build_efficientdet(const PipelineConfig& config) {
+  const ModelConfig& m = config.model;
+  check_dense_levels(config);
+  EfficientDetNetworkOptions net_options(m.efficientdet[1] - '0', m.num_classes);
+  net_options.num_anchors(dense_num_anchors(m));
+  net_options.bn_momentum(m.batch_norm_momentum);
+  auto network = std::make_shared<EfficientDetNetworkImpl>(net_options);
+  return std::make_shared<DenseDetectorImpl>(dense_options(config), network,
+                                             [network](const at::Tensor& x) { return network->forward(x); });
+}
+
+bool is_segmentation_model(const PipelineConfig& config) {
+  const ModelTypeInfo* type = find_model_type(config.model.type);
+  return type != nullptr && type->kind == "segmenter";
+}
+
+std::shared_ptr<ModelImpl> build_model(const PipelineConfig& config) { return model_builder(config.model.type)(config); }
+
+std::shared_ptr<SegmenterImpl> build_segmenter(const PipelineConfig& config) {
+  DETSEG_CONFIG_CHECK(is_segmentation_model(config), location(config.source), "model.type: ", config.model.type,
+                      " is not a segmentation model");
+  return std::static_pointer_cast<SegmenterImpl>(build_model(config));  // its kind says so
+}
+
+std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config) {
+  DETSEG_CONFIG_CHECK(!is_segmentation_model(config), location(config.source), "model.type: ", config.model.type,
+                      " is not a detector");
+  return std::static_pointer_cast<DetectorImpl>(build_model(config));
 }
 
 std::vector<GradientMultiplier> model_gradient_multipliers(const PipelineConfig& config) {
@@ -184,37 +228,6 @@ FineTuneOptions pretrained_fine_tune_options(const PipelineConfig& config, const
   o.skip_missing = false;
   o.skip_mismatched = false;
   return o;
-}
-
-std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config) {
-  const ModelConfig& m = config.model;
-  if (m.type == "faster_rcnn" || m.type == "mask_rcnn") return build_faster_rcnn(config);
-  DenseDetectorOptions options = dense_options(config);
-  const int64_t num_anchors = m.num_scales * static_cast<int64_t>(m.aspect_ratios.size());
-  DETSEG_CONFIG_CHECK(m.min_level == 3 && m.max_level == 7, location(config.source),
-                      "model.min_level/max_level: the RetinaNet and EfficientDet networks produce P3-P7");
-  if (m.type == "retinanet") {
-    RetinaNetNetworkOptions net_options(m.num_classes);
-    net_options.depth(resnet_depth(m.backbone, config.source))
-        .frozen_bn(m.frozen_batch_norm)
-        .frozen_stages(5 - m.trainable_backbone_stages)
-        .fpn_channels(m.fpn_channels)
-        .num_anchors(num_anchors)
-        .head_group_norm_groups(m.head_norm == "group_norm" ? 32 : 0);
-    auto network = std::make_shared<RetinaNetNetworkImpl>(net_options);
-    return std::make_shared<DenseDetectorImpl>(options, network,
-                                               [network](const at::Tensor& x) { return network->forward(x); });
-  }
-  if (m.type == "efficientdet") {
-    const int64_t coef = m.efficientdet[1] - '0';
-    EfficientDetNetworkOptions net_options(coef, m.num_classes);
-    net_options.num_anchors(num_anchors);
-    net_options.bn_momentum(m.batch_norm_momentum);
-    auto network = std::make_shared<EfficientDetNetworkImpl>(net_options);
-    return std::make_shared<DenseDetectorImpl>(options, network,
-                                               [network](const at::Tensor& x) { return network->forward(x); });
-  }
-  throw ConfigError(location(config.source) + "model.type: unknown meta-architecture " + m.type);
 }
 
 }  // namespace detseg

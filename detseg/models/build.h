@@ -1,6 +1,7 @@
-// Implements: the one place a config's model section becomes a network: build_detector for the
-// detection meta-architectures, build_segmenter for DeepLab, build_model for either. An explicit
-// switch over model.type, no registry.
+// Implements: a config's model section as a model: build_model through model.type's builder in the
+// part table (config/parts.def, models/registry.h), build_detector / build_segmenter for callers
+// that need the kind; and what else a model type adds to training (gradient multipliers, fine-tune
+// exclusions, how pretrained weights load).
 #pragma once
 
 #include <memory>
@@ -13,7 +14,7 @@
 
 namespace detseg {
 
-// model.type is a semantic-segmentation meta-architecture (deeplabv3plus, deeplabv3).
+// model.type is a semantic-segmentation meta-architecture (its part-table kind is segmenter).
 bool is_segmentation_model(const PipelineConfig& config);
 
 std::shared_ptr<DetectorImpl> build_detector(const PipelineConfig& config);

@@ -4,9 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "detseg/core/error.h"
-#include "detseg/models/backbones/mobilenet_v2.h"
-#include "detseg/models/backbones/resnet.h"
-#include "detseg/models/backbones/xception.h"
+#include "detseg/models/registry.h"
 
 namespace detseg {
 namespace {
@@ -14,26 +12,11 @@ namespace {
 std::shared_ptr<BackboneImpl> make_backbone(const DeepLabNetworkOptions& o) {
   const int64_t os = o.output_stride();
   DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, "DeepLab: output_stride must be 8, 16 or 32, got ", os);
-  const std::string& name = o.backbone();
-  if (name.rfind("resnet", 0) == 0) {
-    ResNetOptions r(std::stoll(name.substr(6)));
-    // Output stride 8: layer3 and layer4 dilate; 16: layer4; 32: none.
-    r.frozen_bn(o.frozen_bn()).frozen_stages(0).replace_stride_with_dilation({false, os <= 8, os <= 16});
-    r.returned_layers(o.decoder() ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{4});
-    return std::make_shared<ResNetImpl>(r);
-  }
-  if (name == "mobilenet_v2") {
-    MobileNetV2Options m;
-    m.output_stride(os).frozen_bn(o.frozen_bn());
-    m.returned_blocks(o.decoder() ? std::vector<int64_t>{3, 17} : std::vector<int64_t>{17});
-    return std::make_shared<MobileNetV2Impl>(m);
-  }
-  if (name == "xception65") {
-    XceptionOptions x;
-    x.output_stride(os).frozen_bn(o.frozen_bn()).low_level(o.decoder());
-    return std::make_shared<XceptionImpl>(x);
-  }
-  throw ConfigError("model.backbone: DeepLab takes resnet18/34/50/101, mobilenet_v2 or xception65, got " + name);
+  BackboneOptions b;
+  b.output_stride = os;
+  b.frozen_bn = o.frozen_bn();
+  b.low_level = o.decoder();
+  return build_backbone(o.backbone(), b);
 }
 
 }  // namespace

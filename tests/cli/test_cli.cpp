@@ -8,6 +8,7 @@
 #include <string>
 
 #include "command_runner.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -21,7 +22,8 @@ CliRun run(const std::string& args, const std::string& env = "") {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  fs::path path = fs::temp_directory_path() / "detseg_cli_test";
+  static const detseg::testing::TempDir path_temp("cli_test");
+  fs::path path = path_temp.path();
   fs::create_directories(path);
   path /= name;
   std::ofstream(path) << text;
@@ -51,7 +53,8 @@ TEST(Cli, UsageErrorsExitTwo) {
 
 TEST(Cli, ConfigErrorNamesFileLineAndKey) {
   std::string config = write_temp("bad.yaml", "model:\n  num_classes: 3\ntrain:\n  batch_size: four\n");
-  CliRun r = run("train --config " + config + " --model-dir " + (fs::temp_directory_path() / "detseg_cli_x").string());
+  const detseg::testing::TempDir model_dir("cli_x");
+  CliRun r = run("train --config " + config + " --model-dir " + model_dir.str());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find(config + ":4: train.batch_size: expected an integer in [1, 4096], got \"four\""),
             std::string::npos)
@@ -118,7 +121,8 @@ TEST(Cli, CocoEvalRunsWithoutTheEngineAndForwardingErrorsAreClear) {
 }
 
 TEST(Cli, PlotExitCodesAndOutput) {
-  const fs::path dir = fs::temp_directory_path() / "detseg_cli_plot";
+  const detseg::testing::TempDir dir_temp("cli_plot");
+  const fs::path dir = dir_temp.path();
   fs::remove_all(dir);
   fs::create_directories(dir / "run");
   // No such folder: a usage error.

@@ -59,7 +59,7 @@ TEST(Config, OutOfRange) {
 TEST(Config, UnknownKey) {
   std::string yaml = std::string(kMinimal) + "eval:\n  clas_agnostic: true\n";
   EXPECT_EQ(error_of(yaml), "configs/x.yaml:10: eval.clas_agnostic: unknown key (known here: batch_size, "
-                            "class_agnostic, every_steps, on_train)");
+                            "class_agnostic, every_steps, metric, on_train, voc_use_07_metric)");
   EXPECT_NE(error_of(std::string(kMinimal) + "modle: {}\n").find("configs/x.yaml:9: modle: unknown key"),
             std::string::npos);
 }
@@ -108,6 +108,22 @@ TEST(Config, ConsistencyChecks) {
   EXPECT_NE(error_of(c4 + ", initial_crop_size: 1}}\n").find("initial_crop_size (1) must be at least maxpool_kernel_size (2)"),
             std::string::npos);
   EXPECT_NE(error_of(c4 + ", number_of_stages: 1}}\n").find("mask_rcnn needs 2 or 3 stages"), std::string::npos);
+  // eval.metric names an evaluator of the model's kind.
+  EXPECT_EQ(error_of("model: {type: retinanet, num_classes: 2}\neval: {metric: voc}\n"), "no error");
+  EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2}\neval: {metric: miou}\n")
+                .find("eval.metric: miou scores label maps; a detector takes coco or voc"),
+            std::string::npos);
+  EXPECT_NE(error_of("model: {type: deeplabv3, num_classes: 2}\neval: {metric: coco}\n")
+                .find("eval.metric: coco scores detections; a segmentation model takes miou"),
+            std::string::npos);
+  EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2}\neval: {metric: ap}\n").find("eval.metric"),
+            std::string::npos);
+  // model.backbone: what the model type's line in config/parts.def takes.
+  EXPECT_EQ(error_of("model: {type: deeplabv3, num_classes: 2, backbone: xception65}\n"), "no error");
+  EXPECT_NE(error_of("model: {type: faster_rcnn, num_classes: 2, backbone: mobilenet_v2}\n")
+                .find("model.backbone: faster_rcnn takes resnet18, resnet34, resnet50, resnet101; got mobilenet_v2"),
+            std::string::npos);
+  EXPECT_EQ(error_of("model: {type: efficientdet, num_classes: 2, image_size: 512}\n"), "no error");  // picks its own
   // torchvision's DeepLabHead conv: DeepLabv3 only (DeepLabv3+'s decoder has its own 3x3 convs).
   EXPECT_EQ(error_of("model: {type: deeplabv3, num_classes: 2, deeplab: {head_conv: true}}\n"), "no error");
   EXPECT_NE(error_of("model: {type: deeplabv3plus, num_classes: 2, deeplab: {head_conv: true}}\n")

@@ -12,11 +12,13 @@
 #include "detseg/core/files.h"
 #include "detseg/core/json.h"
 #include "error_of.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
 TEST(Files, AtomicWriteReplacesWholeFile) {
-  fs::path dir = fs::temp_directory_path() / "detseg_test_files";
+  const detseg::testing::TempDir dir_temp("test_files");
+  fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   std::string path = (dir / "a.txt").string();
   detseg::write_file_atomic(path, "first");
@@ -38,7 +40,8 @@ TEST(Files, MissingFileNamesPath) {
 }
 
 TEST(Json, MalformedJsonGivesLineAndColumn) {
-  std::string path = (fs::temp_directory_path() / "detseg_bad.json").string();
+  const detseg::testing::TempDir path_temp("bad");
+  std::string path = (path_temp / "bad.json").string();
   detseg::write_file_atomic(path, "{\n  \"a\": 1,\n  \"b\": [1, 2,, 3]\n}\n");
   detseg::JsonDocument doc;
   try {

@@ -18,6 +18,7 @@
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/loss_scaler.h"
 #include "detseg/train/optimizer.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -87,7 +88,7 @@ double gradient_norm(ModelImpl& model) {
   return clip_gradients_by_global_norm(model.parameters(), 0.0);
 }
 
-class CudaModels : public testing::TestWithParam<std::string> {};
+class CudaModels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaModels, TrainingLossAndGradientMatchTheCpu) {
   SKIP_WITHOUT_CUDA();
@@ -143,7 +144,7 @@ TEST_P(CudaModels, MixedPrecisionStepsAreFinite) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, CudaModels,
-                         testing::Values("retinanet", "efficientdet", "faster_rcnn", "mask_rcnn", "deeplabv3plus"));
+                         ::testing::Values("retinanet", "efficientdet", "faster_rcnn", "mask_rcnn", "deeplabv3plus"));
 
 TEST(CudaCheckpoint, WrittenOnCudaRestoresOnCpu) {
   SKIP_WITHOUT_CUDA();
@@ -153,7 +154,8 @@ TEST(CudaCheckpoint, WrittenOnCudaRestoresOnCpu) {
   torch::optim::SGD gpu_sgd(gpu->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   gpu->losses(to_device(make_batch("retinanet"), cuda)).total.backward();
   gpu_sgd.step();  // momentum buffers now exist, on the GPU
-  const std::string path = (std::filesystem::temp_directory_path() / "detseg_cuda_ckpt.dsckpt").string();
+  const detseg::testing::TempDir path_temp("cuda_ckpt");
+  const std::string path = (path_temp / "cuda_ckpt.dsckpt").string();
   write_checkpoint(path, capture_training_state(1, *gpu, &gpu_sgd, nullptr));
 
   auto cpu = model_for("retinanet");

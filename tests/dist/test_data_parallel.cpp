@@ -22,6 +22,7 @@
 #include "detseg/dist/data_parallel.h"
 #include "detseg/dist/launch.h"
 #include "detseg/models/layers/frozen_batch_norm.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -100,7 +101,8 @@ std::vector<float> train_tiny(int64_t batch_size, bool batch_norm = false, bool 
 // Runs the DataParallelWorker.TinyModel test in 2 processes (this program, torchrun's variables)
 // with DETSEG_TEST_DIST_BN=`bn` and returns each rank's flattened result.
 std::vector<std::vector<float>> run_two_workers(const std::string& name, const std::string& bn, size_t size) {
-  const fs::path dir = fs::temp_directory_path() / "detseg_test_dist_tiny";
+  const detseg::testing::TempDir dir_temp("test_dist_tiny");
+  const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   const int port = detseg::dist::pick_free_port();
   std::vector<pid_t> pids;

@@ -23,6 +23,7 @@
 #include "detseg/core/error.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/train/checkpoint.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -47,7 +48,8 @@ int count_lines(const fs::path& p) {
 // replicas at rate 2x take exactly one process's batch-2 step (see docs/distributed.md).
 const fs::path& workdir() {
   static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / "detseg_test_dist";
+    static const detseg::testing::TempDir d_temp("test_dist");  // for the whole program
+    fs::path d = d_temp.path();
     fs::remove_all(d);
     fs::create_directories(d);
     detseg::CocoDataset all = detseg::read_coco(std::string(DETSEG_SOURCE_DIR) + "/assets/demo/train.json");

@@ -11,6 +11,7 @@
 #include "detseg/data/readers/coco.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/train_loop.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -40,7 +41,8 @@ constexpr double kLearningMinAp = 0.25, kLearningMinAp50 = 0.45;
 }  // namespace
 
 TEST(Overfit, RetinaNetOnTwoRealImagesReachesAp50One) {
-  const std::string dir = (fs::temp_directory_path() / "detseg_overfit").string();
+  const detseg::testing::TempDir dir_temp("overfit");
+  const std::string dir = dir_temp.str();
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string annotations = write_subset(dir, 2);
@@ -74,7 +76,8 @@ TEST(Overfit, RetinaNetOnTwoRealImagesReachesAp50One) {
 // optimizer) drops these numbers. Thresholds: measured values (docs/training.md, "The demo
 // recipe") less a margin for run-to-run noise.
 TEST(Learning, DemoRecipeGeneralisesToHeldOutImages) {
-  const std::string dir = (fs::temp_directory_path() / "detseg_learning").string();
+  const detseg::testing::TempDir dir_temp("learning");
+  const std::string dir = dir_temp.str();
   fs::remove_all(dir);
   const detseg::PipelineConfig config = detseg::load_config(
       std::string(DETSEG_SOURCE_DIR) + "/configs/demo/retinanet_r18_bccd.yaml",

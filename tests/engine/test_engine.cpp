@@ -26,6 +26,7 @@
 #include "detseg/models/build.h"
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/optimizer.h"
+#include "temp_dir.h"
 
 #include <torch/optim/sgd.h>
 
@@ -37,7 +38,8 @@ namespace {
 // 4 demo images (with their boxes) for training, 2 for evaluation.
 const fs::path& workdir() {
   static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / "detseg_test_engine";
+    static const detseg::testing::TempDir d_temp("test_engine");  // for the whole program
+    fs::path d = d_temp.path();
     fs::remove_all(d);
     fs::create_directories(d);
     detseg::CocoDataset all = detseg::read_coco(std::string(DETSEG_SOURCE_DIR) + "/assets/demo/train.json");

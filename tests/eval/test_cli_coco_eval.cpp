@@ -8,6 +8,7 @@
 
 #include "detseg/core/files.h"
 #include "detseg/core/json.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace detseg;
@@ -22,7 +23,8 @@ struct Outcome {
 };
 
 std::string temp_path(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / "detseg_test_cli_coco_eval";
+  static const detseg::testing::TempDir dir_temp("test_cli_coco_eval");
+  fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   return (dir / name).string();
 }

@@ -8,6 +8,7 @@
 #include "detseg/eval/coco_eval.h"
 #include "detseg/eval/coco_results.h"
 #include "detseg/data/readers/rle.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace detseg;
@@ -92,7 +93,8 @@ void CocoEvalSegm_ResultsWriterRoundTrip() {
   CocoDataset gt = l_shape_gt(false);
   std::vector<CocoAnnotation> dets = {mask_detection({0, 0, 4, 0, 4, 1, 1, 1, 1, 4, 0, 4}, 0.9),
                                       mask_detection({2, 2, 5, 2, 5, 5, 2, 5}, 0.25)};
-  const std::string path = (fs::temp_directory_path() / "detseg_test_results.json").string();
+  const detseg::testing::TempDir path_temp("test_results");
+  const std::string path = (path_temp / "test_results.json").string();
   write_coco_results(dets, path);
   CocoDataset back = read_coco_results(path, gt);
   ASSERT_EQ(back.annotations.size(), 2u);

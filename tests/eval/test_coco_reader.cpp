@@ -9,6 +9,7 @@
 #include "detseg/core/files.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/data/readers/rle.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace detseg;
@@ -18,8 +19,13 @@ namespace {
 const std::string kCoco128 =
     std::string(DETSEG_SHARED_DIR) + "/data/coco128/annotations/instances_val2017.json";
 
+const fs::path& reader_dir() {
+  static const detseg::testing::TempDir dir("test_coco_reader");
+  return dir.path();
+}
+
 std::string temp_file(const std::string& name, const std::string& text) {
-  fs::path dir = fs::temp_directory_path() / "detseg_test_coco_reader";
+  fs::path dir = reader_dir();
   fs::create_directories(dir);
   std::string path = (dir / name).string();
   write_file_atomic(path, text);
@@ -122,7 +128,7 @@ void CocoReader_SmallFileFieldsAndRleForms() {
 
 void CocoReader_WriteThenReadGivesSameDataset() {
   CocoDataset data = read_coco(temp_file("small.json", kSmallGt));
-  std::string out = (fs::temp_directory_path() / "detseg_test_coco_reader" / "written.json").string();
+  std::string out = (reader_dir() / "written.json").string();
   write_coco(data, out);
   CocoDataset again = read_coco(out);
   ASSERT_EQ(again.annotations.size(), data.annotations.size());

@@ -7,13 +7,15 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/data/readers/coco.h"
+#include "temp_dir.h"
 
 using namespace detseg;
 namespace fs = std::filesystem;
 
 namespace {
 std::string temp_file(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / "detseg_test_coco_reader_fuzz";
+  static const detseg::testing::TempDir dir_temp("test_coco_reader_fuzz");
+  const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   return (dir / name).string();
 }

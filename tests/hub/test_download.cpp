@@ -16,6 +16,7 @@
 #include "detseg/hub/weights_cache.h"
 #include "error_of.h"
 #include "range_server.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using detseg::testing::read_text;
@@ -24,12 +25,11 @@ namespace {
 
 // A fresh folder per test: served files in root/, the cache in cache/, the server's state in server/.
 struct Scratch {
+  detseg::testing::TempDir temp{"test_download"};
   fs::path dir, root, cache;
   std::string data, digest;
   Scratch() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir = fs::temp_directory_path() / "detseg_test_download" / info->name();
-    fs::remove_all(dir);
+    dir = temp.path();
     root = dir / "root";
     cache = dir / "cache";
     fs::create_directories(root);

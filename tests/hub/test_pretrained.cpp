@@ -19,6 +19,7 @@
 #include "detseg/train/fine_tune.h"
 #include "peer_python.h"
 #include "range_server.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using detseg::testing::run_command;
@@ -27,7 +28,8 @@ namespace {
 
 const fs::path& workdir() {
   static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / "detseg_test_pretrained";
+    static const detseg::testing::TempDir d_temp("test_pretrained");  // for the whole program
+    fs::path d = d_temp.path();
     fs::remove_all(d);
     fs::create_directories(d / "weights");
     return d;

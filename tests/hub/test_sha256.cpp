@@ -8,6 +8,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/hub/sha256.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using detseg::sha256_hex;
@@ -56,7 +57,8 @@ TEST(Sha256, PiecewiseUpdatesEqualOneShot) {
 }
 
 TEST(Sha256, FileHashAndMissingFile) {
-  const fs::path p = fs::temp_directory_path() / "detseg_test_sha256.bin";
+  const detseg::testing::TempDir p_temp("test_sha256");
+  const fs::path p = p_temp / "test.bin";
   const std::string data = pattern(3 << 20);  // spans several 1 MiB reads
   std::ofstream(p, std::ios::binary) << data;
   EXPECT_EQ(detseg::sha256_file(p.string()), sha256_hex(data));

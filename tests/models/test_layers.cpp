@@ -16,6 +16,7 @@
 #include "detseg/models/layers/drop_connect.h"
 #include "detseg/models/layers/frozen_batch_norm.h"
 #include "detseg/ops/winograd_conv.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -118,7 +119,8 @@ TEST(StateDict, ReportsLoadedMissingUnexpectedAndShape) {
   dict.insert("p.1.running_var", at::full({4}, 2.0));
   dict.insert("p.1.num_batches_tracked", at::zeros({}, at::kLong));
   dict.insert("p.extra", at::zeros({1}));
-  const auto dir = std::filesystem::temp_directory_path() / "detseg_test_state_dict";
+  const detseg::testing::TempDir dir_temp("test_state_dict");
+  const auto dir = dir_temp.path();
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "sd.pt").string();
   const std::vector<char> bytes = torch::jit::pickle_save(dict);

@@ -13,6 +13,7 @@
 #include "detseg/core/files.h"
 #include "detseg/io/state_dict.h"
 #include "detseg/models/retinanet_network.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -24,7 +25,8 @@ TEST(RetinaNetParity, MatchesTorchvisionResNet18) {
   if (!torchvision_available()) {
     GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: RetinaNet parity not checked";
   }
-  const fs::path dir = fs::temp_directory_path() / "detseg_retinanet_parity";
+  const detseg::testing::TempDir dir_temp("retinanet_parity");
+  const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   const std::string cmd = DETSEG_PYTHON " " DETSEG_SOURCE_DIR
                           "/tests/fixtures/make_retinanet_parity.py " + dir.string() + " 18 190 250";

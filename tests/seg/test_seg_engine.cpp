@@ -16,6 +16,8 @@
 #include "detseg/core/files.h"
 #include "detseg/engine/inputs.h"
 #include "detseg/viz/label_map.h"
+#include "command_runner.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -33,7 +35,8 @@ std::string seg_yaml(const std::string& extra_input = "") {
 }
 
 TEST(SegEngine, InputsGiveDeepLabCropsForTrainingAndFullResolutionForEval) {
-  const std::string labels = (fs::temp_directory_path() / "detseg_seg_labels.txt").string();
+  const detseg::testing::TempDir labels_temp("seg_labels");
+  const std::string labels = (labels_temp / "seg_labels.txt").string();
   detseg::write_file_atomic(labels, "Sky\nBuilding\nPole\nRoad\nPavement\nTree\nSignSymbol\nFence\nCar\nPedestrian\nBicyclist\n");
   const detseg::PipelineConfig config =
       detseg::parse_config(seg_yaml(", label_map: '" + labels + "', scale_min: 0.5, scale_max: 2.0"), "seg.yaml");
@@ -96,19 +99,14 @@ TEST(SegEngine, PascalColourMapAndOverlay) {
 }
 
 int run(const std::string& args, std::string* output = nullptr) {
-  const std::string command = "OMP_WAIT_POLICY=passive " + std::string(DETSEG_BINARY) + " --threads 2 " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::array<char, 4096> buf{};
-  std::string text;
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) text.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  if (output) *output = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const auto r = detseg::testing::run_command("OMP_WAIT_POLICY=passive " + std::string(DETSEG_BINARY) + " --threads 2 " + args);
+  if (output) *output = r.output;
+  return r.code;
 }
 
 TEST(SegEngine, CommandTrainsEvaluatesAndPredicts) {
-  const fs::path dir = fs::temp_directory_path() / "detseg_seg_cli";
+  const detseg::testing::TempDir dir_temp("seg_cli");
+  const fs::path dir = dir_temp.path();
   fs::remove_all(dir);
   fs::create_directories(dir / "in");
   const std::string config = (dir / "seg.yaml").string();

@@ -28,6 +28,7 @@
 #include "detseg/models/meta_archs/semantic_segmenter.h"
 #include "detseg/train/fine_tune.h"
 #include "detseg/train/optimizer.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -42,7 +43,8 @@ float max_rel_diff(const at::Tensor& a, const at::Tensor& b) { return max_abs_di
 
 TEST(SegParity, DeepLabV3ResNet50BackboneAndAsppMatchTorchvision) {
   if (!torchvision_available()) GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: DeepLab parity not checked";
-  const fs::path dir = fs::temp_directory_path() / "detseg_seg_parity";
+  const detseg::testing::TempDir dir_temp("seg_parity");
+  const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   const std::string cmd =
       DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/make_seg_parity.py " + dir.string() + " 65 81";

@@ -19,6 +19,7 @@
 #include "detseg/core/error.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/train_loop.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -45,7 +46,8 @@ void write_small_camvid(const std::string& dir) {
 }  // namespace
 
 TEST(SegOverfit, DeepLabV3PlusOnTwoCamVidImagesReachesMiou09) {
-  const std::string dir = (fs::temp_directory_path() / "detseg_seg_overfit").string();
+  const detseg::testing::TempDir dir_temp("seg_overfit");
+  const std::string dir = dir_temp.str();
   fs::remove_all(dir);
   write_small_camvid(dir);
   const std::string input = detseg::str("{format: seg_folder, images: '", dir, "/img', annotations: '", dir,

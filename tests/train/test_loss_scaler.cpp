@@ -10,6 +10,7 @@
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/loss_scaler.h"
 #include "detseg/train/optimizer.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -56,7 +57,8 @@ TEST(LossScaler, StateTravelsInTheCheckpointLoopSection) {
   detseg::Checkpoint c;
   c.step = 5;
   c.loop = scaler.state();
-  const std::string path = (std::filesystem::temp_directory_path() / "detseg_loss_scaler.dsckpt").string();
+  const detseg::testing::TempDir path_temp("loss_scaler");
+  const std::string path = (path_temp / "loss_scaler.dsckpt").string();
   detseg::write_checkpoint(path, c);
   const detseg::Checkpoint back = detseg::read_checkpoint(path);
   std::filesystem::remove(path);

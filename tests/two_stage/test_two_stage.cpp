@@ -21,6 +21,7 @@
 #include "detseg/ops/box_ops.h"
 #include "detseg/ops/roi_align.h"
 #include "detseg/ops/sampler.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -38,7 +39,8 @@ TEST(TwoStageParity, MatchesTorchvisionMaskRcnnResNet50Fpn) {
   if (!torchvision_available()) {
     GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: Faster/Mask R-CNN parity not checked";
   }
-  const fs::path dir = fs::temp_directory_path() / "detseg_two_stage_parity";
+  const detseg::testing::TempDir dir_temp("two_stage_parity");
+  const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   const std::string cmd = DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/make_two_stage_parity.py " +
                           dir.string() + " 50 256 320";
@@ -97,7 +99,8 @@ TEST(TwoStageParity, C4MatchesTorchvisionResNet50Split) {
   if (!torchvision_available()) {
     GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: C4 parity not checked";
   }
-  const fs::path dir = fs::temp_directory_path() / "detseg_c4_parity";
+  const detseg::testing::TempDir dir_temp("c4_parity");
+  const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   const std::string cmd =
       DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/make_c4_parity.py " + dir.string() + " 50 160 224";

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "detseg/core/error.h"
+#include "detseg/models/registry.h"
 
 namespace detseg {
 
@@ -100,6 +101,13 @@ std::vector<FeatureSpec> MobileNetV2Impl::feature_specs() const {
     specs.push_back({"features." + std::to_string(b), block_channels[static_cast<size_t>(b - 1)],
                      block_strides[static_cast<size_t>(b - 1)]});
   return specs;
+}
+
+std::shared_ptr<BackboneImpl> make_mobilenet_v2(const std::string&, const BackboneOptions& o) {
+  MobileNetV2Options m;
+  m.output_stride(o.output_stride).frozen_bn(o.frozen_bn);
+  m.returned_blocks(o.low_level ? std::vector<int64_t>{3, 17} : std::vector<int64_t>{17});
+  return std::make_shared<MobileNetV2Impl>(m);
 }
 
 }  // namespace detseg

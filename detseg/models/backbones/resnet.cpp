@@ -6,6 +6,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 
 #include "detseg/core/error.h"
+#include "detseg/models/registry.h"
 
 namespace detseg {
 
@@ -161,6 +162,15 @@ std::vector<FeatureSpec> ResNetImpl::feature_specs() const {
     specs.push_back({"layer" + std::to_string(l), stage_channels[l - 1], stage_strides[l - 1]});
   }
   return specs;
+}
+
+// resnet18 .. resnet101 in parts.def: the atrous ResNet DeepLab takes (layer3/layer4 dilate past
+// the output stride).
+std::shared_ptr<BackboneImpl> make_resnet(const std::string& name, const BackboneOptions& o) {
+  ResNetOptions r(std::stoll(name.substr(6)));
+  r.frozen_bn(o.frozen_bn).frozen_stages(0).replace_stride_with_dilation({false, o.output_stride <= 8, o.output_stride <= 16});
+  r.returned_layers(o.low_level ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{4});
+  return std::make_shared<ResNetImpl>(r);
 }
 
 }  // namespace detseg

@@ -5,6 +5,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 
 #include "detseg/core/error.h"
+#include "detseg/models/registry.h"
 
 namespace detseg {
 
@@ -109,6 +110,12 @@ std::vector<FeatureSpec> XceptionImpl::feature_specs() const {
   if (options.low_level()) specs.push_back({"blocks.1.sep.1", 256, 4});
   specs.push_back({"blocks." + std::to_string(blocks.size() - 1), 2048, final_stride});
   return specs;
+}
+
+std::shared_ptr<BackboneImpl> make_xception65(const std::string&, const BackboneOptions& o) {
+  XceptionOptions x;
+  x.output_stride(o.output_stride).frozen_bn(o.frozen_bn).low_level(o.low_level);
+  return std::make_shared<XceptionImpl>(x);
 }
 
 }  // namespace detseg

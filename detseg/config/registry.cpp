@@ -1,0 +1,75 @@
+// Implements: the part tables (see registry.h), filled from config/parts.def.
+#include "detseg/config/registry.h"
+
+#include <sstream>
+
+#include "detseg/core/error.h"
+
+namespace detseg {
+namespace {
+
+std::vector<std::string> words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::vector<BackboneInfo>& backbone_table() {
+  static std::vector<BackboneInfo> table = {
+#define DETSEG_MODEL(type, kind, backbones, builder, description)
+#define DETSEG_BACKBONE(name, family, builder, description) {name, family, description},
+#include "detseg/config/parts.def"
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+  };
+  return table;
+}
+
+}  // namespace
+
+const std::vector<ModelTypeInfo>& model_types() {
+  static const std::vector<ModelTypeInfo> table = {
+#define DETSEG_MODEL(type, kind, backbones, builder, description) {type, kind, words(backbones), description},
+#define DETSEG_BACKBONE(name, family, builder, description)
+#include "detseg/config/parts.def"
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+  };
+  return table;
+}
+
+const std::vector<BackboneInfo>& backbones() { return backbone_table(); }
+
+const ModelTypeInfo* find_model_type(const std::string& type) {
+  for (const ModelTypeInfo& t : model_types())
+    if (t.type == type) return &t;
+  return nullptr;
+}
+
+const BackboneInfo* find_backbone(const std::string& name) {
+  for (const BackboneInfo& b : backbones())
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+bool model_takes_backbone(const ModelTypeInfo& type, const BackboneInfo& backbone) {
+  for (const std::string& family : type.families)
+    if (family == "*" || family == backbone.family) return true;
+  return false;
+}
+
+std::vector<std::string> backbones_for(const ModelTypeInfo& type) {
+  std::vector<std::string> out;
+  for (const BackboneInfo& b : backbones())
+    if (model_takes_backbone(type, b)) out.push_back(b.name);
+  return out;
+}
+
+void add_backbone_info(BackboneInfo info) {
+  DETSEG_CONFIG_CHECK(!info.name.empty() && !info.family.empty(), "backbone registry: a backbone needs a name and a family");
+  DETSEG_CONFIG_CHECK(find_backbone(info.name) == nullptr, "backbone registry: ", info.name, " is already registered");
+  backbone_table().push_back(std::move(info));
+}
+
+}  // namespace detseg

@@ -1,0 +1,60 @@
+// Implements: the part builders (see registry.h), from config/parts.def.
+#include "detseg/models/registry.h"
+
+#include <map>
+
+#include "detseg/core/error.h"
+
+namespace detseg {
+
+// Each line's builder, declared here so that adding a part needs no other edit.
+#define DETSEG_MODEL(type, kind, backbones, builder, description) \
+  std::shared_ptr<ModelImpl> builder(const PipelineConfig& config);
+#define DETSEG_BACKBONE(name, family, builder, description) \
+  std::shared_ptr<BackboneImpl> builder(const std::string& backbone, const BackboneOptions& options);
+#include "detseg/config/parts.def"
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+
+namespace {
+
+std::map<std::string, BackboneBuilder>& backbone_builders() {
+  static std::map<std::string, BackboneBuilder> table = {
+#define DETSEG_MODEL(type, kind, backbones, builder, description)
+#define DETSEG_BACKBONE(name, family, builder, description) {name, builder},
+#include "detseg/config/parts.def"
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+  };
+  return table;
+}
+
+}  // namespace
+
+std::shared_ptr<BackboneImpl> build_backbone(const std::string& name, const BackboneOptions& options) {
+  auto it = backbone_builders().find(name);
+  DETSEG_CONFIG_CHECK(it != backbone_builders().end(), "model.backbone: no backbone named ", name);
+  return it->second(name, options);
+}
+
+void register_backbone(BackboneInfo info, BackboneBuilder build) {
+  DETSEG_CONFIG_CHECK(build != nullptr, "backbone registry: ", info.name, " has no builder");
+  const std::string name = info.name;
+  add_backbone_info(std::move(info));
+  backbone_builders()[name] = std::move(build);
+}
+
+ModelBuilder model_builder(const std::string& type) {
+  static const std::map<std::string, ModelBuilder> table = {
+#define DETSEG_MODEL(type, kind, backbones, builder, description) {type, builder},
+#define DETSEG_BACKBONE(name, family, builder, description)
+#include "detseg/config/parts.def"
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+  };
+  auto it = table.find(type);
+  DETSEG_CONFIG_CHECK(it != table.end(), "model.type: unknown meta-architecture ", type);
+  return it->second;
+}
+
+}  // namespace detseg

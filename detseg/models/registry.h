@@ -1,0 +1,39 @@
+// Implements: the builders behind the part tables (config/registry.h): model.type -> the model,
+// model.backbone -> the backbone network, one entry per config/parts.def line (the table is in
+// registry.cpp, nowhere else); and register_backbone, which adds an application's own backbone
+// to both tables at run time.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "detseg/config/config.h"
+#include "detseg/config/registry.h"
+#include "detseg/models/backbones/backbone.h"
+#include "detseg/models/model.h"
+
+namespace detseg {
+
+// What a model asks of its backbone.
+struct BackboneOptions {
+  int64_t output_stride = 32;  // 8, 16 or 32: the stages past it dilate instead of striding
+  bool frozen_bn = false;
+  bool low_level = false;  // also return the stride-4 features, first (DeepLab's decoder)
+};
+
+// A backbone's maker: its registered name (one maker may serve several, as resnet18..101) and the
+// options -> the network, returning {stride 4 (with low_level), output_stride} feature maps.
+using BackboneBuilder = std::function<std::shared_ptr<BackboneImpl>(const std::string& name, const BackboneOptions&)>;
+
+std::shared_ptr<BackboneImpl> build_backbone(const std::string& name, const BackboneOptions& options);
+
+// Adds a backbone (info: name, family, description) with its maker: configs may name it from then
+// on, for every model type that takes any backbone ("*": DeepLab).
+void register_backbone(BackboneInfo info, BackboneBuilder build);
+
+// model.type's builder: the model a validated config describes.
+using ModelBuilder = std::shared_ptr<ModelImpl> (*)(const PipelineConfig& config);
+ModelBuilder model_builder(const std::string& type);
+
+}  // namespace detseg
