@@ -3,13 +3,17 @@
 // retinanet_resnet50_fpn timed by bench/peers/bench_models_torchvision.py in the same run with the
 // same threads, plus EfficientDet-D0 figures. Full inference (network + postprocessing at score
 // threshold 0) is compared with torchvision's full inference. Prints one table with ratios (detseg / torchvision).
-// Usage: bench_models [THREADS=2] [ITERS=3] [--no-peer] [--channels-last] [--inference-only]
+// Usage: bench_models [THREADS=2] [ITERS=3] [--no-peer] [--channels-last] [--inference-only] [--ab ROUNDS]
 // DETSEG_MKLDNN_INFERENCE=0 times inference without the oneDNN-layout backbone path.
+// --ab ROUNDS: instead, the custom CPU fast paths (ops/fast_paths.h: Winograd, oneDNN blocked
+// inference) against plain ATen in one process, alternated ROUNDS times (on, off, on, off, ...),
+// on the RetinaNet train step and network forward; prints each pair and the median ratio.
 #include <ATen/ATen.h>
 #include <torch/optim/sgd.h>
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdio>
@@ -28,6 +32,7 @@
 #include "detseg/models/build.h"
 #include "detseg/models/efficientdet_network.h"
 #include "detseg/models/retinanet_network.h"
+#include "detseg/ops/fast_paths.h"
 
 namespace {
 
@@ -111,14 +116,44 @@ Timing time_full_detect(int iters) {
   return timed([&] { model->detect(batch); }, iters);
 }
 
+// The fast paths on and off, alternated in this process: each round times both, in turn.
+void fast_paths_ab(int rounds, int iters) {
+  detseg::RetinaNetNetwork net(detseg::RetinaNetNetworkOptions(91).depth(50));
+  const detseg::FastPathOptions on = detseg::fast_paths();
+  detseg::FastPathOptions off;
+  off.winograd = off.mkldnn_inference = false;
+  std::printf("fast paths A/B (on: winograd %d, mkldnn_inference %d) against plain ATen, %d rounds\n", on.winograd,
+              on.mkldnn_inference, rounds);
+  std::vector<double> train_ratio, infer_ratio;
+  for (int r = 0; r < rounds; ++r) {
+    detseg::set_fast_paths(on);
+    const auto [train_on, infer_on] = time_network(net, 320, iters, false);
+    detseg::set_fast_paths(off);
+    const auto [train_off, infer_off] = time_network(net, 320, iters, false);
+    train_ratio.push_back(train_on.wall / train_off.wall);
+    infer_ratio.push_back(infer_on.wall / infer_off.wall);
+    std::printf("round %d: train step %.3f / %.3f s (%.2fx), network fwd %.3f / %.3f s (%.2fx)\n", r + 1, train_on.wall,
+                train_off.wall, train_ratio.back(), infer_on.wall, infer_off.wall, infer_ratio.back());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  std::printf("median on/off: train step %.2fx, network fwd %.2fx (below 1: the fast paths pay)\n", median(train_ratio),
+              median(infer_ratio));
+  detseg::set_fast_paths(on);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 2, iters = 3;
   bool peer = true, channels_last = false, train = true;
-  int positional = 0;
+  int positional = 0, ab_rounds = 0;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--no-peer")) {
+    if (!std::strcmp(argv[i], "--ab") && i + 1 < argc) {
+      ab_rounds = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--no-peer")) {
       peer = false;
     } else if (!std::strcmp(argv[i], "--inference-only")) {
       train = false;
@@ -137,6 +172,10 @@ int main(int argc, char** argv) {
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("bench_models: threads %d, iters %d%s, OMP_WAIT_POLICY=%s\n", threads, iters,
               channels_last ? ", channels-last" : "", wait_policy ? wait_policy : "(unset: spin, then sleep)");
+  if (ab_rounds > 0) {
+    fast_paths_ab(ab_rounds, iters);
+    return 0;
+  }
 
   detseg::RetinaNetNetwork retina(detseg::RetinaNetNetworkOptions(91).depth(50));
   if (channels_last) {

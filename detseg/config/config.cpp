@@ -807,6 +807,35 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& source, co
   }
 }
 
+}  // namespace
+
+void check_faster_rcnn_config(const FasterRcnnConfig& f, bool masks, const std::string& at) {
+  DETSEG_CONFIG_CHECK(f.number_of_stages >= 1 && f.number_of_stages <= 3, at,
+                      "model.faster_rcnn.number_of_stages: expected 1, 2 or 3, got ", f.number_of_stages);
+  const size_t levels = f.feature_extractor == "c4" ? 1 : 5;
+  DETSEG_CONFIG_CHECK(f.first_stage_anchor_sizes.size() == levels, at,
+                      "model.faster_rcnn.first_stage_anchor_sizes: one size per feature map (", levels,
+                      f.feature_extractor == "c4" ? ": C4's layer3" : ": FPN levels P2-P6", "), got ",
+                      f.first_stage_anchor_sizes.size());
+  if (f.feature_extractor == "c4") {
+    // The crop must survive the max-pool: the box classifier and C4's mask head read that map.
+    DETSEG_CONFIG_CHECK(f.initial_crop_size >= f.maxpool_kernel_size, at,
+                        "model.faster_rcnn.initial_crop_size (", f.initial_crop_size,
+                        ") must be at least maxpool_kernel_size (", f.maxpool_kernel_size,
+                        ") with feature_extractor c4");
+  }
+  DETSEG_CONFIG_CHECK(f.first_stage_box_coder_scales.size() == 4 && f.second_stage_box_coder_scales.size() == 4, at,
+                      "model.faster_rcnn.*_box_coder_scales: 4 values (y, x, h, w)");
+  DETSEG_CONFIG_CHECK(f.first_stage_unmatched_threshold <= f.first_stage_matched_threshold, at,
+                      "model.faster_rcnn.first_stage_unmatched_threshold must not exceed first_stage_matched_threshold");
+  DETSEG_CONFIG_CHECK(f.first_stage_box_predictor_kernel_size % 2 == 1, at,
+                      "model.faster_rcnn.first_stage_box_predictor_kernel_size must be odd");
+  DETSEG_CONFIG_CHECK(!masks || f.number_of_stages >= 2, at,
+                      "model.faster_rcnn.number_of_stages: mask_rcnn needs 2 or 3 stages");
+}
+
+namespace {
+
 void check_consistency(const PipelineConfig& c) {
   const std::string at = location(c.source);
   const ModelTypeInfo* type = find_model_type(c.model.type);
@@ -849,29 +878,8 @@ void check_consistency(const PipelineConfig& c) {
   }
   DETSEG_CONFIG_CHECK(c.eval.metric != "miou" || segmenter, at,
                       "eval.metric: miou scores label maps; a detector takes coco or voc");
-  if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn") {
-    const FasterRcnnConfig& f = c.model.faster_rcnn;
-    const size_t levels = f.feature_extractor == "c4" ? 1 : 5;
-    DETSEG_CONFIG_CHECK(f.first_stage_anchor_sizes.size() == levels, at,
-                        "model.faster_rcnn.first_stage_anchor_sizes: one size per feature map (", levels,
-                        f.feature_extractor == "c4" ? ": C4's layer3" : ": FPN levels P2-P6", "), got ",
-                        f.first_stage_anchor_sizes.size());
-    if (f.feature_extractor == "c4") {
-      // The crop must survive the max-pool: the box classifier and C4's mask head read that map.
-      DETSEG_CONFIG_CHECK(f.initial_crop_size >= f.maxpool_kernel_size, at,
-                          "model.faster_rcnn.initial_crop_size (", f.initial_crop_size,
-                          ") must be at least maxpool_kernel_size (", f.maxpool_kernel_size,
-                          ") with feature_extractor c4");
-    }
-    DETSEG_CONFIG_CHECK(f.first_stage_box_coder_scales.size() == 4 && f.second_stage_box_coder_scales.size() == 4, at,
-                        "model.faster_rcnn.*_box_coder_scales: 4 values (y, x, h, w)");
-    DETSEG_CONFIG_CHECK(f.first_stage_unmatched_threshold <= f.first_stage_matched_threshold, at,
-                        "model.faster_rcnn.first_stage_unmatched_threshold must not exceed first_stage_matched_threshold");
-    DETSEG_CONFIG_CHECK(f.first_stage_box_predictor_kernel_size % 2 == 1, at,
-                        "model.faster_rcnn.first_stage_box_predictor_kernel_size must be odd");
-    DETSEG_CONFIG_CHECK(c.model.type != "mask_rcnn" || f.number_of_stages >= 2, at,
-                        "model.faster_rcnn.number_of_stages: mask_rcnn needs 2 or 3 stages");
-  }
+  if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn")
+    check_faster_rcnn_config(c.model.faster_rcnn, c.model.type == "mask_rcnn", at);
   {
     const std::string& d = c.device;
     const bool cuda_index = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&

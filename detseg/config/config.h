@@ -208,6 +208,11 @@ struct PipelineConfig {
 PipelineConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // Same, from YAML text; `source` names it in messages and anchors relative paths.
+// model.faster_rcnn's own rules (anchor sizes per level, stages, C4 crop, thresholds): a
+// ConfigError naming the key, prefixed by `at` (the file's location). Config parsing applies it,
+// and FasterRcnnImpl applies it to options built in code.
+void check_faster_rcnn_config(const FasterRcnnConfig& f, bool masks, const std::string& at = "");
+
 PipelineConfig parse_config(const std::string& yaml_text, const std::string& source,
                             const std::vector<std::string>& overrides = {});
 

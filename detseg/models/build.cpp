@@ -56,7 +56,6 @@ int64_t resnet_depth(const std::string& backbone, const std::string& source) {
                     backbone);
 }
 
-std::array<double, 4> four(const std::vector<double>& v) { return {v.at(0), v.at(1), v.at(2), v.at(3)}; }
 
 }  // namespace
 
@@ -66,48 +65,11 @@ std::shared_ptr<ModelImpl> build_faster_rcnn(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
   const FasterRcnnConfig& f = m.faster_rcnn;
   FasterRcnnOptions o;
+  static_cast<FasterRcnnConfig&>(o) = f;  // the config section is the options
   o.num_classes = m.num_classes;
   o.image_size = m.image_size;
   if (m.resizer == "keep_aspect") o.size_divisibility = keep_aspect_size_divisibility(m);
-  o.number_of_stages = f.number_of_stages;
-  o.anchor_sizes = f.first_stage_anchor_sizes;
-  o.anchor_scales = f.first_stage_anchor_scales;
-  o.anchor_aspect_ratios = f.first_stage_anchor_aspect_ratios;
-  o.clip_anchors_to_image = f.first_stage_clip_anchors_to_image;
-  o.first_stage_matched_threshold = f.first_stage_matched_threshold;
-  o.first_stage_unmatched_threshold = f.first_stage_unmatched_threshold;
-  o.first_stage_minibatch_size = f.first_stage_minibatch_size;
-  o.first_stage_positive_balance_fraction = f.first_stage_positive_balance_fraction;
-  o.first_stage_nms_score_threshold = f.first_stage_nms_score_threshold;
-  o.first_stage_nms_iou_threshold = f.first_stage_nms_iou_threshold;
-  o.first_stage_pre_nms_top_k = f.first_stage_pre_nms_top_k;
-  o.first_stage_max_proposals = f.first_stage_max_proposals;
-  o.first_stage_localization_loss_weight = f.first_stage_localization_loss_weight;
-  o.first_stage_objectness_loss_weight = f.first_stage_objectness_loss_weight;
-  o.first_stage_box_coder_scales = four(f.first_stage_box_coder_scales);
-  o.second_stage_batch_size = f.second_stage_batch_size;
-  o.second_stage_balance_fraction = f.second_stage_balance_fraction;
-  o.second_stage_matched_threshold = f.second_stage_matched_threshold;
-  o.second_stage_add_groundtruth_proposals = f.second_stage_add_groundtruth_proposals;
-  o.second_stage_box_coder_scales = four(f.second_stage_box_coder_scales);
-  o.second_stage_sigmoid = f.second_stage_classification_loss == "sigmoid";
-  o.second_stage_localization_loss_weight = f.second_stage_localization_loss_weight;
-  o.second_stage_classification_loss_weight = f.second_stage_classification_loss_weight;
-  o.second_stage_mask_loss_weight = f.second_stage_mask_loss_weight;
-  o.second_stage_score_threshold = config.postprocess.score_threshold;
-  o.second_stage_nms_iou_threshold = config.postprocess.nms_iou_threshold;
-  o.second_stage_nms = parse_nms_method(config.postprocess.nms);
-  o.second_stage_soft_nms_sigma = config.postprocess.soft_nms_sigma;
-  o.second_stage_max_detections_per_class = f.second_stage_max_detections_per_class;
-  o.second_stage_max_total_detections = config.postprocess.max_detections_per_image;
-  if (f.hard_example_miner_num_examples > 0) {
-    HardExampleMinerOptions miner;
-    miner.num_hard_examples = f.hard_example_miner_num_examples;
-    miner.iou_threshold = f.hard_example_miner_iou_threshold;
-    o.hard_example_miner = miner;
-  }
-  o.output_detection_features = f.output_detection_features;
-  o.mask_threshold = f.mask_threshold;
+  o.postprocess = config.postprocess;
   FasterRcnnNetworkOptions net(m.num_classes);
   net.depth(resnet_depth(m.backbone, config.source))
       .frozen_bn(m.frozen_batch_norm)

@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "detseg/ops/gemm.h"
+#include "detseg/ops/fast_paths.h"
 #include "detseg/ops/tracing.h"
 
 namespace detseg {
@@ -561,13 +562,9 @@ at::Tensor winograd_conv3x3(const at::Tensor& x, const at::Tensor& weight, const
 
 bool winograd_applies(const at::Tensor& x, const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                       at::IntArrayRef dilation, int64_t groups) {
-  static const bool allowed = [] {
-    const char* v = std::getenv("DETSEG_WINOGRAD");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
   // Dilated convs stay with oneDNN: winograd_conv3x3 computes them exactly, but bench_conv measured
   // no gain on DeepLab's atrous layer3/layer4 (0.97-1.18x); the sub-grid gathers eat the saving.
-  return allowed && !tracing() && x.dim() == 4 && weight.dim() == 4 && weight.size(2) == 3 && weight.size(3) == 3 && groups == 1 &&
+  return fast_paths().winograd && !tracing() && x.dim() == 4 && weight.dim() == 4 && weight.size(2) == 3 && weight.size(3) == 3 && groups == 1 &&
          all_equal(stride, 1) && all_equal(dilation, 1) && all_equal(padding, 1) && weight.size(0) >= 128 &&
          weight.size(1) >= 128 && x.size(0) * ((x.size(2) + 1) / 2) * ((x.size(3) + 1) / 2) >= 256 &&
          x.device().is_cpu() && x.layout() == at::kStrided && x.scalar_type() == at::kFloat &&

@@ -252,9 +252,7 @@ TEST(TwoStage, HardExampleMinerKeepsTheHardestProposal) {
   FasterRcnnOptions o;
   o.num_classes = 2;
   o.image_size = 64;
-  detseg::HardExampleMinerOptions miner;
-  miner.num_hard_examples = 1;
-  o.hard_example_miner = miner;
+  o.hard_example_miner_num_examples = 1;
   auto model = small_model(o, /*masks=*/false);
   model->train();
   auto [batch, p] = hand_case();
@@ -319,7 +317,7 @@ TEST(TwoStage, ShapesAndPaddingForEachStageCount) {
     o.number_of_stages = stages;
     o.first_stage_max_proposals = 50;
     o.second_stage_batch_size = 16;
-    o.second_stage_score_threshold = 0.0;
+    o.postprocess.score_threshold = 0.0;
     auto model = small_model(o, stages >= 2);
     Batch batch = make_batch(96, gt, at::tensor({1}, at::kLong), 2);
     batch.image_sizes[1][0] = 64;  // image 1 is 64 rows high (padded below)
@@ -386,8 +384,8 @@ TEST(TwoStage, EachImageGetsMasksFromItsOwnFeatures) {
     o.image_size = 64;
     o.number_of_stages = stages;
     o.first_stage_max_proposals = 30;
-    o.second_stage_score_threshold = 0.0;
-    o.second_stage_max_total_detections = 10;
+    o.postprocess.score_threshold = 0.0;
+    o.postprocess.max_detections_per_image = 10;
     auto model = small_model(o, true);
     model->eval();
     at::NoGradGuard no_grad;
@@ -412,9 +410,10 @@ TEST(TwoStage, C4LayoutShapesAndGradients) {
   FasterRcnnOptions o;
   o.num_classes = 3;
   o.image_size = 96;
-  o.anchor_sizes = {256};
-  o.anchor_scales = {0.25, 0.5, 1.0, 2.0};
-  o.anchor_aspect_ratios = {0.5, 1.0, 2.0};
+  o.feature_extractor = "c4";
+  o.first_stage_anchor_sizes = {256};
+  o.first_stage_anchor_scales = {0.25, 0.5, 1.0, 2.0};
+  o.first_stage_anchor_aspect_ratios = {0.5, 1.0, 2.0};
   o.first_stage_max_proposals = 20;
   o.second_stage_batch_size = 8;
   o.second_stage_add_groundtruth_proposals = true;
@@ -450,9 +449,10 @@ TEST(TwoStage, C4LayoutShapesAndGradients) {
 }
 
 std::shared_ptr<FasterRcnnImpl> small_c4_model(FasterRcnnOptions o, bool masks) {
-  o.anchor_sizes = {256};
-  o.anchor_scales = {0.25, 0.5, 1.0, 2.0};
-  o.anchor_aspect_ratios = {0.5, 1.0, 2.0};
+  o.feature_extractor = "c4";
+  o.first_stage_anchor_sizes = {256};
+  o.first_stage_anchor_scales = {0.25, 0.5, 1.0, 2.0};
+  o.first_stage_anchor_aspect_ratios = {0.5, 1.0, 2.0};
   return std::make_shared<FasterRcnnImpl>(o, FasterRcnnNetworkOptions(o.num_classes).depth(18).c4(true).rpn_depth(32)
                                                  .masks(masks).mask_depth(16).frozen_stages(0));
 }
@@ -469,8 +469,8 @@ TEST(TwoStage, C4MaskRcnnShapesForTwoAndThreeStages) {
     o.first_stage_max_proposals = 20;
     o.second_stage_batch_size = 8;
     o.second_stage_add_groundtruth_proposals = true;
-    o.second_stage_score_threshold = 0.0;
-    o.second_stage_max_total_detections = 10;
+    o.postprocess.score_threshold = 0.0;
+    o.postprocess.max_detections_per_image = 10;
     auto model = small_c4_model(o, true);
     EXPECT_EQ(model->network->mask_size(), 14);
     const auto params = model->named_parameters();
@@ -540,9 +540,10 @@ TEST(TwoStage, C4MaskLossFromStoredFeaturesEqualsCroppingAgain) {
   o.first_stage_max_proposals = 20;
   o.second_stage_batch_size = 8;
   o.second_stage_add_groundtruth_proposals = true;
-  o.anchor_sizes = {256};
-  o.anchor_scales = {0.25, 0.5, 1.0, 2.0};
-  o.anchor_aspect_ratios = {0.5, 1.0, 2.0};
+  o.feature_extractor = "c4";
+  o.first_stage_anchor_sizes = {256};
+  o.first_stage_anchor_scales = {0.25, 0.5, 1.0, 2.0};
+  o.first_stage_anchor_aspect_ratios = {0.5, 1.0, 2.0};
   auto model = std::make_shared<FasterRcnnImpl>(
       o, FasterRcnnNetworkOptions(3).depth(18).c4(true).rpn_depth(32).masks(true).mask_depth(16));
   Batch batch = make_batch(96, at::tensor({10.f, 10.f, 60.f, 50.f, 50.f, 40.f, 90.f, 90.f}).view({2, 4}),

@@ -48,15 +48,6 @@ torch::nn::Conv2d make_conv2d(int64_t in, int64_t out, int64_t kernel, int64_t s
                                .bias(bias));
 }
 
-bool mkldnn_inference_enabled(const at::Tensor& x, bool training) {
-  static const bool allowed = [] {
-    const char* v = std::getenv("DETSEG_MKLDNN_INFERENCE");
-    return at::hasMKLDNN() && !(v && std::strcmp(v, "0") == 0);
-  }();
-  return allowed && !training && !tracing() && !at::GradMode::is_enabled() && x.device().is_cpu() &&
-         x.scalar_type() == at::kFloat && x.layout() == at::kStrided;
-}
-
 namespace {
 
 using torch::autograd::AutogradContext;

@@ -8,6 +8,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "detseg/models/layers/frozen_batch_norm.h"
+#include "detseg/ops/fast_paths.h"
 
 namespace detseg {
 
@@ -60,10 +61,6 @@ at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& 
 // weights are reordered once into `packed` and rebuilt when the conv's weight or bias changes.
 at::Tensor conv2d_mkldnn(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x);
 
-// Whether a backbone should run `x` through its convolutions in oneDNN's blocked layout: CPU
-// float inference without autograd (no backward exists in that layout) and not switched off with
-// DETSEG_MKLDNN_INFERENCE=0. Saves the reorders oneDNN otherwise does around every conv.
-bool mkldnn_inference_enabled(const at::Tensor& x, bool training);
 
 // Plain conv with torchvision-style "same" padding dilation * (k - 1) / 2.
 torch::nn::Conv2d make_conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,

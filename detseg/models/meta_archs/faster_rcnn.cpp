@@ -27,9 +27,9 @@ at::Tensor swap_xy(const at::Tensor& codes) {
   return at::stack({codes.select(-1, 1), codes.select(-1, 0), codes.select(-1, 3), codes.select(-1, 2)}, -1);
 }
 
-BoxCoderOptions coder(const std::array<double, 4>& scales) {
+BoxCoderOptions coder(const std::vector<double>& scales) {
   BoxCoderOptions c;
-  c.scale_factors = scales;
+  c.scale_factors = {scales.at(0), scales.at(1), scales.at(2), scales.at(3)};
   c.max_log_size = std::log(1000.0 / 16);  // torchvision's clamp: decode never overflows
   return c;
 }
@@ -51,6 +51,9 @@ TargetAssignerOptions second_stage_assigner(const FasterRcnnOptions& o) {
   return t;
 }
 
+// Second-stage scores by per-class sigmoids instead of a softmax (the sigmoid classification loss).
+bool sigmoid_scores(const FasterRcnnOptions& o) { return o.second_stage_classification_loss == "sigmoid"; }
+
 // RoIs [N, 5] of image b of the batch (batch index first).
 at::Tensor image_rois(const at::Tensor& boxes, int64_t b) {
   return at::cat({at::full({boxes.size(0), 1}, static_cast<double>(b), boxes.options()), boxes}, 1);
@@ -66,17 +69,13 @@ at::Tensor long_zero(const at::Device& device) {
 FasterRcnnImpl::FasterRcnnImpl(FasterRcnnOptions options, FasterRcnnNetworkOptions network_options)
     : options_(std::move(options)) {
   const auto& o = options_;
-  DETSEG_CONFIG_CHECK(o.number_of_stages >= 1 && o.number_of_stages <= 3,
-                      "model.faster_rcnn.number_of_stages: expected 1, 2 or 3, got ", o.number_of_stages);
+  // The network must be the one the options describe (FPN or C4), then the config's own rules.
+  DETSEG_CONFIG_CHECK(network_options.c4() == (o.feature_extractor == "c4"), "model.faster_rcnn.feature_extractor: ",
+                      o.feature_extractor, " but the network is built ", network_options.c4() ? "C4" : "FPN");
+  check_faster_rcnn_config(o, network_options.masks());
   network_options.num_classes(o.num_classes)
-      .num_anchors(static_cast<int64_t>(o.anchor_scales.size() * o.anchor_aspect_ratios.size()));
-  DETSEG_CONFIG_CHECK(!network_options.masks() || o.number_of_stages >= 2,
-                      "model.faster_rcnn.number_of_stages: Mask R-CNN needs 2 or 3 stages");
+      .num_anchors(static_cast<int64_t>(o.first_stage_anchor_scales.size() * o.first_stage_anchor_aspect_ratios.size()));
   network = FasterRcnnNetwork(network_options);
-  DETSEG_CONFIG_CHECK(o.anchor_sizes.size() == network->strides().size(),
-                      "model.faster_rcnn.first_stage_anchor_sizes: one base size per feature map (",
-                      network->strides().size(), network_options.c4() ? ": C4" : ": FPN P2-P6", "), got ",
-                      o.anchor_sizes.size());
   // Children registered directly, so parameter names are torchvision's (backbone.*, rpn.*, roi_heads.*).
   for (auto& child : network->named_children()) register_module(child.key(), child.value());
 }
@@ -86,7 +85,7 @@ int64_t FasterRcnnImpl::stages() const {
 }
 
 int64_t FasterRcnnImpl::max_num_proposals() const {
-  if (is_training() && stages() >= 2 && !options_.hard_example_miner) return options_.second_stage_batch_size;
+  if (is_training() && stages() >= 2 && options_.hard_example_miner_num_examples == 0) return options_.second_stage_batch_size;
   return options_.first_stage_max_proposals;
 }
 
@@ -100,9 +99,9 @@ at::Tensor FasterRcnnImpl::anchors_for(const std::vector<std::array<int64_t, 2>>
   const std::vector<int64_t> strides = network->strides();
   for (size_t l = 0; l < level_sizes.size(); ++l) {
     GridAnchorOptions g;
-    g.scales = options_.anchor_scales;
-    g.aspect_ratios = options_.anchor_aspect_ratios;
-    g.base_anchor_size = {options_.anchor_sizes[l], options_.anchor_sizes[l]};
+    g.scales = options_.first_stage_anchor_scales;
+    g.aspect_ratios = options_.first_stage_anchor_aspect_ratios;
+    g.base_anchor_size = {options_.first_stage_anchor_sizes[l], options_.first_stage_anchor_sizes[l]};
     const double stride = static_cast<double>(strides[l]);
     g.anchor_stride = {stride, stride};
     g.anchor_offset = {0, 0};  // torchvision: cell (y, x) centred at (y * s, x * s)
@@ -158,7 +157,7 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   const int64_t batch_size = batch.images.size(0);
   const Window padded{0, 0, static_cast<double>(batch.images.size(3)), static_cast<double>(batch.images.size(2))};
   at::Tensor used_anchors;
-  if (training && !o.clip_anchors_to_image) {
+  if (training && !o.first_stage_clip_anchors_to_image) {
     std::tie(std::ignore, p.anchor_indices) = prune_outside_window(Boxes(p.anchors), padded);
     used_anchors = p.anchors.index_select(0, p.anchor_indices);
   } else {
@@ -176,7 +175,7 @@ FasterRcnnPredictions FasterRcnnImpl::predict(const Batch& batch) {
   p.proposal_boxes = at::zeros({batch_size, max_proposals, 4}, p.raw_proposal_boxes.options());
   p.proposal_scores = at::zeros({batch_size, max_proposals}, p.raw_proposal_boxes.options());
   p.num_proposals = at::zeros({batch_size}, at::kLong);  // host counts, read without a device sync
-  const bool sample = training && num_stages >= 2 && !o.hard_example_miner;
+  const bool sample = training && num_stages >= 2 && o.hard_example_miner_num_examples == 0;
   for (int64_t b = 0; b < batch_size; ++b) {
     const double h = batch.image_sizes[b][0].item<double>(), w = batch.image_sizes[b][1].item<double>();
     at::Tensor boxes = p.raw_proposal_boxes[b], scores = p.raw_proposal_scores[b];
@@ -255,7 +254,7 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
   // ---- first stage ----
   const Window padded{0, 0, static_cast<double>(batch.images.size(3)), static_cast<double>(batch.images.size(2))};
   at::Tensor used_anchors = p.anchors.index_select(0, p.anchor_indices);
-  if (!(is_training() && !o.clip_anchors_to_image)) used_anchors = clip_boxes(used_anchors, padded);
+  if (!(is_training() && !o.first_stage_clip_anchors_to_image)) used_anchors = clip_boxes(used_anchors, padded);
   at::Tensor rpn_loc = at::zeros({}, fopts), rpn_obj = at::zeros({}, fopts);
   BalancedSamplerOptions rpn_sampler;
   rpn_sampler.batch_size = o.first_stage_minibatch_size;
@@ -304,14 +303,17 @@ ModelLosses FasterRcnnImpl::loss(const FasterRcnnPredictions& p, const Batch& ba
     // Each proposal's loss / (num_proposals * batch_size): the reference's normaliser.
     const double normalizer = static_cast<double>(n * batch_size);
     auto [loc, ce] = box_classifier_loss(cls[b].slice(0, 0, n), enc[b].slice(0, 0, n), t.cls_targets, t.cls_weights,
-                                         t.reg_targets, t.reg_weights, o.second_stage_sigmoid);
+                                         t.reg_targets, t.reg_weights, sigmoid_scores(o));
     loc_rows.push_back(at::cat({loc / normalizer, pad}));
     cls_rows.push_back(at::cat({ce / normalizer, pad}));
   }
   at::Tensor loc_losses = at::stack(loc_rows), cls_losses = at::stack(cls_rows);
   at::Tensor box_loc, box_cls;
-  if (o.hard_example_miner) {
-    MinedLosses mined = mine_hard_examples(loc_losses, cls_losses, decoded, *o.hard_example_miner, matches);
+  if (o.hard_example_miner_num_examples > 0) {
+    HardExampleMinerOptions miner;
+    miner.num_hard_examples = o.hard_example_miner_num_examples;
+    miner.iou_threshold = o.hard_example_miner_iou_threshold;
+    MinedLosses mined = mine_hard_examples(loc_losses, cls_losses, decoded, miner, matches);
     box_loc = mined.location_loss;
     box_cls = mined.classification_loss;
   } else {
@@ -410,19 +412,19 @@ std::vector<Boxes> FasterRcnnImpl::postprocess(const FasterRcnnPredictions& p, c
     const double h = batch.image_sizes[b][0].item<double>(), w = batch.image_sizes[b][1].item<double>();
     at::Tensor logits = p.class_predictions_with_background.slice(0, b * max_proposals, b * max_proposals + n).detach();
     logits = upcast_low_precision(logits);  // fp32 scores under autocast
-    at::Tensor scores = (o.second_stage_sigmoid ? logits.sigmoid() : logits.softmax(1)).slice(1, 1);
+    at::Tensor scores = (sigmoid_scores(o) ? logits.sigmoid() : logits.softmax(1)).slice(1, 1);
     at::Tensor codes = p.refined_box_encodings.slice(0, b * max_proposals, b * max_proposals + n).detach();
     // codes [n, K, 4] against proposals [n, 4]: decode as [K, n, 4].
     at::Tensor boxes = decode_boxes(codes.transpose(0, 1), proposals, coder(o.second_stage_box_coder_scales)).transpose(0, 1);
     MultiClassNmsOptions nms;
-    nms.score_threshold = o.second_stage_score_threshold;
+    nms.score_threshold = o.postprocess.score_threshold;
     NmsChoice choice;
-    choice.method = o.second_stage_nms;
-    choice.iou_threshold = o.second_stage_nms_iou_threshold;
-    choice.soft_sigma = o.second_stage_soft_nms_sigma;
+    choice.method = parse_nms_method(o.postprocess.nms);
+    choice.iou_threshold = o.postprocess.nms_iou_threshold;
+    choice.soft_sigma = o.postprocess.soft_nms_sigma;
     apply_nms_choice(choice, nms);
     nms.max_per_class = o.second_stage_max_detections_per_class;
-    nms.max_total = o.second_stage_max_total_detections;
+    nms.max_total = o.postprocess.max_detections_per_image;
     nms.clip_window = Window{0, 0, w, h};
     at::Tensor masks;
     if (network->options.masks() && num_stages == 2 && n > 0) {

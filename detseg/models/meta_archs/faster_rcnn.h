@@ -22,11 +22,11 @@
 #include <array>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "detseg/config/config.h"
 #include "detseg/models/detector.h"
 #include "detseg/models/faster_rcnn_network.h"
 #include "detseg/ops/anchors.h"
@@ -35,46 +35,13 @@
 
 namespace detseg {
 
-struct FasterRcnnOptions {
+// The model's settings: model.faster_rcnn itself (FasterRcnnConfig, both stages, as the config
+// validated it: one struct, no copies) plus what comes from the rest of the config.
+struct FasterRcnnOptions : FasterRcnnConfig {
   int64_t num_classes = 1;
   int64_t image_size = 512;
   int64_t size_divisibility = 0;  // keep_aspect: batches of any multiple of this; 0: image_size square
-  int64_t number_of_stages = 2;  // 1, 2 or 3 (3 runs as 2 in training)
-  // ---- first stage ----
-  std::vector<double> anchor_sizes{32, 64, 128, 256, 512};  // base size per pyramid level P2..P6
-  std::vector<double> anchor_scales{1.0};                   // multipliers of the base size
-  std::vector<double> anchor_aspect_ratios{2.0, 1.0, 0.5};  // width / height (torchvision's order)
-  bool clip_anchors_to_image = false;  // training: clip anchors to the image instead of pruning
-  double first_stage_matched_threshold = 0.7;
-  double first_stage_unmatched_threshold = 0.3;
-  int64_t first_stage_minibatch_size = 256;
-  double first_stage_positive_balance_fraction = 0.5;
-  double first_stage_nms_score_threshold = 0.0;
-  double first_stage_nms_iou_threshold = 0.7;
-  int64_t first_stage_pre_nms_top_k = 0;  // 0: NMS over every anchor, as the reference
-  int64_t first_stage_max_proposals = 300;
-  double first_stage_localization_loss_weight = 2.0;
-  double first_stage_objectness_loss_weight = 1.0;
-  std::array<double, 4> first_stage_box_coder_scales{10, 10, 5, 5};  // (y, x, h, w)
-  // ---- second stage ----
-  int64_t second_stage_batch_size = 64;
-  double second_stage_balance_fraction = 0.25;
-  double second_stage_matched_threshold = 0.5;
-  bool second_stage_add_groundtruth_proposals = false;  // torchvision adds them; the reference not
-  std::array<double, 4> second_stage_box_coder_scales{10, 10, 5, 5};
-  bool second_stage_sigmoid = false;  // sigmoid classification loss and scores instead of softmax
-  double second_stage_localization_loss_weight = 2.0;
-  double second_stage_classification_loss_weight = 1.0;
-  double second_stage_mask_loss_weight = 1.0;
-  double second_stage_score_threshold = 0.05;
-  double second_stage_nms_iou_threshold = 0.5;
-  NmsMethod second_stage_nms = NmsMethod::kPerClass;  // postprocess.nms
-  double second_stage_soft_nms_sigma = 0.5;
-  int64_t second_stage_max_detections_per_class = 100;
-  int64_t second_stage_max_total_detections = 100;
-  std::optional<HardExampleMinerOptions> hard_example_miner;  // set: no second-stage sampling
-  bool output_detection_features = false;  // Boxes field "features": mean-pooled RoI features
-  double mask_threshold = 0.5;             // pasted mask probability -> binary mask
+  PostprocessConfig postprocess;  // the second stage's score threshold, NMS and detections per image
 };
 
 // Everything one forward pass predicts, batched with static shapes; P = max_num_proposals().
