@@ -5,9 +5,9 @@
 // threshold 0) is compared with torchvision's full inference. Prints one table with ratios (detseg / torchvision).
 // Usage: bench_models [THREADS=2] [ITERS=3] [--no-peer] [--channels-last] [--inference-only] [--ab ROUNDS]
 // DETSEG_MKLDNN_INFERENCE=0 times inference without the oneDNN-layout backbone path.
-// --ab ROUNDS: instead, the custom CPU fast paths (ops/fast_paths.h: Winograd, oneDNN blocked
-// inference) against plain ATen in one process, alternated ROUNDS times (on, off, on, off, ...),
-// on the RetinaNet train step and network forward; prints each pair and the median ratio.
+// --ab ROUNDS: instead, the custom CPU fast paths (ops/fast_paths.h: oneDNN blocked inference)
+// against plain ATen in one process, alternated ROUNDS times (on, off, on, off, ...), on the
+// RetinaNet train step and network forward; prints each pair and the median ratio.
 #include <ATen/ATen.h>
 #include <torch/optim/sgd.h>
 
@@ -121,9 +121,8 @@ void fast_paths_ab(int rounds, int iters) {
   detseg::RetinaNetNetwork net(detseg::RetinaNetNetworkOptions(91).depth(50));
   const detseg::FastPathOptions on = detseg::fast_paths();
   detseg::FastPathOptions off;
-  off.winograd = off.mkldnn_inference = false;
-  std::printf("fast paths A/B (on: winograd %d, mkldnn_inference %d) against plain ATen, %d rounds\n", on.winograd,
-              on.mkldnn_inference, rounds);
+  off.mkldnn_inference = false;
+  std::printf("fast paths A/B (on: mkldnn_inference %d) against plain ATen, %d rounds\n", on.mkldnn_inference, rounds);
   std::vector<double> train_ratio, infer_ratio;
   for (int r = 0; r < rounds; ++r) {
     detseg::set_fast_paths(on);

@@ -1,7 +1,7 @@
 // Implements: conv2d_fast, at::conv2d with exact shortcuts for dilated 3x3 convs whose taps read
 // mostly zero padding (DeepLab's ASPP on small maps): a rate that covers the map runs as the centre
 // tap alone, a rate whose taps read >= 40 % padding as nine 1x1 convs over only the in-map pixels.
-// Same sums up to rounding order, differentiable. (Winograd convolution is ops/winograd_conv.h.)
+// Same sums up to rounding order, differentiable.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -20,7 +20,6 @@ bool env_off(const char* name) {
 FastPathOptions& current() {
   static FastPathOptions options = [] {
     FastPathOptions o;
-    o.winograd = !env_off("DETSEG_WINOGRAD");
     o.mkldnn_inference = at::hasMKLDNN() && !env_off("DETSEG_MKLDNN_INFERENCE");
     return o;
   }();

@@ -1,7 +1,8 @@
 // Implements: the one place detseg decides which CPU fast paths run, and the one switch set for
-// them: runtime options read once from the environment (DETSEG_WINOGRAD=0,
-// DETSEG_MKLDNN_INFERENCE=0 turn one off) and settable in-process (benchmarks run A/B pairs in one
-// process; tests pin a path). Model code asks these predicates; the kernels live beside them in ops/.
+// them: runtime options read once from the environment (DETSEG_MKLDNN_INFERENCE=0 turns it off)
+// and settable in-process (benchmarks run A/B pairs in one process; tests pin a path). Model code
+// asks these predicates. (Winograd 3x3 convolution was one until its gain on LibTorch 2.11 fell
+// under 10 %: docs/benchmarks.md.)
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -9,7 +10,6 @@
 namespace detseg {
 
 struct FastPathOptions {
-  bool winograd = true;          // Winograd F(2x2, 3x3) for the RetinaNet subnets' 3x3 convs (ops/winograd_conv.h)
   bool mkldnn_inference = true;  // inference convs in oneDNN's blocked layout with packed weights
 };
 

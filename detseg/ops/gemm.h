@@ -1,5 +1,5 @@
-// Implements: one dense row-major single-precision GEMM for the CPU kernels in ops/ (Winograd
-// convolution, the 2x2 transposed convolution).
+// Implements: one dense row-major single-precision GEMM for the CPU kernels in ops/ (the 2x2
+// transposed convolution).
 #pragma once
 
 #include <cstdint>

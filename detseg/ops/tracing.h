@@ -2,7 +2,8 @@
 // `detseg export` does to build a TorchScript graph). The CPU fast paths of ops/ and models/ step
 // aside while it records, so that the graph holds plain aten convolutions every runtime runs
 // (TorchScript on any device, ONNX): oneDNN's blocked layouts and packed-weight caches would be
-// frozen into it as constants, and Winograd's kernel is invisible to the tracer.
+// frozen into it as constants, and our own kernels (the 2x2 transposed conv) are invisible to the
+// tracer.
 #pragma once
 
 #include <ATen/TracerMode.h>

@@ -7,7 +7,6 @@
 
 #include <cmath>
 
-#include "detseg/ops/winograd_conv.h"
 
 namespace detseg {
 
@@ -46,13 +45,10 @@ RetinaNetSubnetImpl::RetinaNetSubnetImpl(const RetinaNetHeadOptions& options,
 at::Tensor RetinaNetSubnetImpl::forward(const std::vector<at::Tensor>& features) {
   std::vector<at::Tensor> outs;
   outs.reserve(features.size());
-  // Training (and plain-layout inference): the convs are shared across levels, so every level's
-  // tiles go through one Winograd GEMM per conv where that pays (ops/winograd_conv.h; judged on the
-  // largest level), else each level through at::conv2d.
+  // Training (and plain-layout inference): each level through at::conv2d, the convs shared
+  // across levels.
   if (!features.empty() && (!group_norms.empty() || !mkldnn_inference_enabled(features[0], is_training()))) {
     auto shared_conv = [&](std::vector<at::Tensor> xs, torch::nn::Conv2d& conv) {
-      if (winograd_applies(features[0], conv->weight, {1, 1}, {1, 1}, {1, 1}, 1))
-        return winograd_conv3x3(xs, conv->weight, conv->bias);
       for (at::Tensor& x : xs) x = conv->forward(x);
       return xs;
     };
