@@ -151,13 +151,17 @@ std::vector<CocoAnnotation> coco_detections(const Boxes& found, int64_t image_id
   const at::Tensor xywh = xyxy_to_xywh(d.boxes.to(at::kDouble)).contiguous();
   const at::Tensor scores = d.scores.to(at::kDouble).contiguous();
   const at::Tensor classes = d.classes.to(at::kLong).contiguous();
+  // Read through accessors: an item() per field would build a tensor view per number.
+  const auto box = xywh.accessor<double, 2>();
+  const auto score = scores.accessor<double, 1>();
+  const auto label = classes.accessor<int64_t, 1>();
   std::vector<CocoAnnotation> out;
   for (int64_t i = 0; i < d.size(); ++i) {
     CocoAnnotation a;
     a.image_id = image_id;
-    a.category_id = data.category_ids.at(static_cast<size_t>(classes[i].item<int64_t>()));
-    for (int k = 0; k < 4; ++k) a.bbox[k] = xywh[i][k].item<double>();
-    a.score = scores[i].item<double>();
+    a.category_id = data.category_ids.at(static_cast<size_t>(label[i]));
+    for (int k = 0; k < 4; ++k) a.bbox[k] = box[i][k];
+    a.score = score[i];
     if (d.masks.defined()) {
       const at::Tensor mask = d.masks[i].to(at::kByte).contiguous();
       a.segmentation.kind = CocoSegmentation::kRle;

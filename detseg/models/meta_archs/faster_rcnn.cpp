@@ -470,9 +470,10 @@ std::vector<at::Tensor> FasterRcnnImpl::network_outputs(const at::Tensor& images
   if (exported_) {
     network->image_hw = {images.size(2), images.size(3)};  // the C4 crops normalise by it
     std::vector<at::Tensor> out = exported_("forward", {images});
-    DETSEG_CHECK(out.size() >= network_output_names().size(), "faster_rcnn: the exported network returned ",
-                 out.size(), " tensors, expected ", network_output_names().size());
-    out.resize(network_output_names().size());  // without the anchors
+    const size_t expected = network->strides().size() + 2;  // the maps, objectness, deltas
+    DETSEG_CHECK(out.size() >= expected, "faster_rcnn: the exported network returned ", out.size(),
+                 " tensors, expected ", expected);
+    out.resize(expected);  // without the anchors
     return out;
   }
   std::vector<at::Tensor> out = network->features(images);
