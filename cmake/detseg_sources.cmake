@@ -8,8 +8,7 @@ file(GLOB_RECURSE DETSEG_BASE_SOURCES CONFIGURE_DEPENDS
      ${DETSEG_ROOT}/detseg/core/*.cpp ${DETSEG_ROOT}/detseg/config/*.cpp
      ${DETSEG_ROOT}/detseg/eval/*.cpp ${DETSEG_ROOT}/detseg/data/readers/*.cpp
      ${DETSEG_ROOT}/detseg/hub/*.cpp)
-list(REMOVE_ITEM DETSEG_BASE_SOURCES ${DETSEG_ROOT}/detseg/core/threads.cpp
-     ${DETSEG_ROOT}/detseg/core/cpu_allocator.cpp)
+list(REMOVE_ITEM DETSEG_BASE_SOURCES ${DETSEG_ROOT}/detseg/core/threads.cpp)
 
 # The torch-free `detseg` front: main.cpp (the whole grammar), the subcommands it runs itself, and
 # front.cpp, which forwards the others to detseg-engine (and is in the front only).

@@ -2,8 +2,6 @@
 
 #include <ATen/Parallel.h>
 
-#include "detseg/core/cpu_allocator.h"
-
 #include <array>
 #include <atomic>
 #include <thread>
@@ -16,7 +14,6 @@ int hardware_threads() {
 }
 
 int set_threads(int n) {
-  use_huge_page_allocator();
   if (n <= 0) n = hardware_threads();
   at::set_num_threads(n);
   return n;

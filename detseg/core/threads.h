@@ -4,8 +4,7 @@
 
 namespace detseg {
 
-// n <= 0 means "all hardware threads". Returns the number actually set. The first call also
-// installs the huge-page CPU allocator (cpu_allocator.h): every entry point comes through here.
+// n <= 0 means "all hardware threads". Returns the number actually set.
 int set_threads(int n);
 int hardware_threads();
 // The intra-op thread count in effect (what set_threads last set).
