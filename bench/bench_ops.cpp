@@ -1,6 +1,9 @@
 // Implements: the ops benchmark: times detseg's nms, batched_nms and roi_align on the inputs
 // written by bench/peers/ops_peer.py, checks the outputs equal torchvision's, and prints the
 // time ratios against torchvision's timings from the same run. Use bench/run_ops.sh.
+// It also alternates the mask head's 2x2 stride-2 transposed convolution (ops/conv_transpose.h,
+// a hand-written GEMM kernel) with LibTorch's own at::conv_transpose2d, which is what torchvision
+// runs, in this process: the kernel stays only while it gains (issue 18's 10 % rule).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "detseg/core/threads.h"
+#include "detseg/ops/conv_transpose.h"
 #include "detseg/ops/nms.h"
 #include "detseg/ops/roi_align.h"
 
@@ -120,6 +124,32 @@ int main(int argc, char** argv) {
     double gdiff = (grad.slice(1, 0, 1) - want_g).abs().max().item<double>();
     report("roi_align forward+backward", tb, tv["roi_align_forward_backward"],
            "max |grad diff| " + std::to_string(gdiff));
+  }
+  {
+    // Mask R-CNN's conv5_mask: 100 regions, 256 channels, 14x14 -> 28x28.
+    const at::Tensor x = at::randn({100, 256, 14, 14});
+    const at::Tensor w = at::randn({256, 256, 2, 2}) * 0.05;
+    const at::Tensor b = at::randn({256});
+    const auto ours = [&] { return detseg::conv_transpose2x2_stride2(x, w, b); };
+    const auto aten = [&] { return at::conv_transpose2d(x, w, b, {2, 2}); };
+    const double diff = (ours() - aten()).abs().max().item<double>();
+    const auto backward = [&](bool use_ours) {
+      auto xg = x.clone().requires_grad_(true);
+      auto wg = w.clone().requires_grad_(true);
+      auto y = use_ours ? detseg::conv_transpose2x2_stride2(xg, wg, b) : at::conv_transpose2d(xg, wg, b, {2, 2});
+      y.sum().backward();
+    };
+    double f_ours = 1e30, f_aten = 1e30, b_ours = 1e30, b_aten = 1e30;
+    for (int round = 0; round < 3; ++round) {  // alternated, best of each
+      f_ours = std::min(f_ours, best_of(3, [&] { ours(); }));
+      f_aten = std::min(f_aten, best_of(3, [&] { aten(); }));
+      b_ours = std::min(b_ours, best_of(2, [&] { backward(true); }));
+      b_aten = std::min(b_aten, best_of(2, [&] { backward(false); }));
+    }
+    std::printf("%-28s detseg %9.4f s   at::conv_transpose2d %9.4f s   ratio %6.3f   max |diff| %.2e\n",
+                "conv_transpose 2x2 s2 fwd", f_ours, f_aten, f_ours / f_aten, diff);
+    std::printf("%-28s detseg %9.4f s   at::conv_transpose2d %9.4f s   ratio %6.3f\n",
+                "conv_transpose fwd+bwd", b_ours, b_aten, b_ours / b_aten);
   }
   return 0;
 }
