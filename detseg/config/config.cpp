@@ -851,35 +851,21 @@ void check_consistency(const PipelineConfig& c) {
                       ") must not exceed model.max_level (", c.model.max_level, ")");
   DETSEG_CONFIG_CHECK(c.model.unmatched_threshold <= c.model.matched_threshold, at,
                       "model.unmatched_threshold must not exceed model.matched_threshold");
-  // BiFPN resamples levels by exact factors of 2; ResNet + FPN take any size, as in torchvision.
-  DETSEG_CONFIG_CHECK(c.model.type != "efficientdet" || c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at,
-                      "model.image_size (", c.model.image_size, ") must be a multiple of 2^max_level = ",
-                      int64_t(1) << c.model.max_level, " for EfficientDet");
   DETSEG_CONFIG_CHECK(c.model.resizer != "keep_aspect" || c.model.min_dimension <= c.model.max_dimension, at,
                       "model.min_dimension (", c.model.min_dimension, ") must not exceed model.max_dimension (",
                       c.model.max_dimension, ")");
   DETSEG_CONFIG_CHECK(c.model.resizer != "keep_aspect" || !segmenter,
                       at, "model.resizer: keep_aspect is for detectors; DeepLab trains on model.deeplab.crop_size crops "
                       "and evaluates at full resolution");
-  DETSEG_CONFIG_CHECK(c.model.head_norm == "none" || (c.model.type == "retinanet" && c.model.fpn_channels % 32 == 0), at,
-                      "model.head_norm: group_norm is for RetinaNet with model.fpn_channels a multiple of 32 (32 "
-                      "groups), got ", c.model.type, " with ", c.model.fpn_channels, " channels");
   DETSEG_CONFIG_CHECK(c.model.pixel_mean.size() == 3 && c.model.pixel_std.size() == 3, at,
                       "model.pixel_mean and model.pixel_std need 3 values (RGB)");
   DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,
                       "train_input.scale_min must not exceed train_input.scale_max");
-  if (segmenter) {
-    const int64_t os = c.model.deeplab.output_stride;
-    DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, at, "model.deeplab.output_stride: expected 8, 16 or 32, got ", os);
-    DETSEG_CONFIG_CHECK(c.eval.metric.empty() || c.eval.metric == "miou", at, "eval.metric: ", c.eval.metric,
-                        " scores detections; a segmentation model takes miou");
-    DETSEG_CONFIG_CHECK(!c.model.deeplab.head_conv || c.model.type == "deeplabv3" || c.model.deeplab.low_level_channels == 0,
-                        at, "model.deeplab.head_conv: deeplabv3 only (deeplabv3plus's decoder has its own 3x3 convs)");
-  }
+  DETSEG_CONFIG_CHECK(!segmenter || c.eval.metric.empty() || c.eval.metric == "miou", at, "eval.metric: ", c.eval.metric,
+                      " scores detections; a segmentation model takes miou");
   DETSEG_CONFIG_CHECK(c.eval.metric != "miou" || segmenter, at,
                       "eval.metric: miou scores label maps; a detector takes coco or voc");
-  if (c.model.type == "faster_rcnn" || c.model.type == "mask_rcnn")
-    check_faster_rcnn_config(c.model.faster_rcnn, c.model.type == "mask_rcnn", at);
+  if (type->check) type->check(c, at);  // the model's own rules (config/model_checks.cpp)
   {
     const std::string& d = c.device;
     const bool cuda_index = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
@@ -1032,7 +1018,9 @@ std::string config_to_yaml(const PipelineConfig& config) {
 }
 
 int64_t keep_aspect_size_divisibility(const ModelConfig& model) {
-  return model.type == "efficientdet" ? int64_t(1) << model.max_level : 32;
+  const ModelTypeInfo* type = find_model_type(model.type);
+  const int64_t pad = type ? type->pad_multiple : 32;
+  return pad > 0 ? pad : int64_t(1) << model.max_level;
 }
 
 std::string config_reference_markdown() {

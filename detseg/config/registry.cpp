@@ -6,6 +6,15 @@
 #include "detseg/core/error.h"
 
 namespace detseg {
+
+// Each line's config check, declared here (defined in model_checks.cpp).
+#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
+  void check(const PipelineConfig& config, const std::string& at);
+#define DETSEG_BACKBONE(name, family, builder, description)
+#include "detseg/config/parts.def"
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+
 namespace {
 
 std::vector<std::string> words(const std::string& text) {
@@ -15,10 +24,22 @@ std::vector<std::string> words(const std::string& text) {
   return out;
 }
 
-std::vector<BackboneInfo>& backbone_table() {
-  static std::vector<BackboneInfo> table = {
-#define DETSEG_MODEL(type, kind, backbones, builder, description)
+std::deque<BackboneInfo>& backbone_table() {
+  static std::deque<BackboneInfo> table = {
+#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
 #define DETSEG_BACKBONE(name, family, builder, description) {name, family, description},
+#include "detseg/config/parts.def"
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+  };
+  return table;
+}
+
+std::deque<ModelTypeInfo>& model_table() {
+  static std::deque<ModelTypeInfo> table = {
+#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
+  {type, kind, masks, words(backbones), scope, pad, check, description},
+#define DETSEG_BACKBONE(name, family, builder, description)
 #include "detseg/config/parts.def"
 #undef DETSEG_BACKBONE
 #undef DETSEG_MODEL
@@ -28,18 +49,9 @@ std::vector<BackboneInfo>& backbone_table() {
 
 }  // namespace
 
-const std::vector<ModelTypeInfo>& model_types() {
-  static const std::vector<ModelTypeInfo> table = {
-#define DETSEG_MODEL(type, kind, backbones, builder, description) {type, kind, words(backbones), description},
-#define DETSEG_BACKBONE(name, family, builder, description)
-#include "detseg/config/parts.def"
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
-  };
-  return table;
-}
+const std::deque<ModelTypeInfo>& model_types() { return model_table(); }
 
-const std::vector<BackboneInfo>& backbones() { return backbone_table(); }
+const std::deque<BackboneInfo>& backbones() { return backbone_table(); }
 
 const ModelTypeInfo* find_model_type(const std::string& type) {
   for (const ModelTypeInfo& t : model_types())
@@ -70,6 +82,14 @@ void add_backbone_info(BackboneInfo info) {
   DETSEG_CONFIG_CHECK(!info.name.empty() && !info.family.empty(), "backbone registry: a backbone needs a name and a family");
   DETSEG_CONFIG_CHECK(find_backbone(info.name) == nullptr, "backbone registry: ", info.name, " is already registered");
   backbone_table().push_back(std::move(info));
+}
+
+void add_model_type_info(ModelTypeInfo info) {
+  DETSEG_CONFIG_CHECK(!info.type.empty() && (info.kind == "detector" || info.kind == "segmenter"),
+                      "model registry: a model type needs a name and a kind (detector or segmenter)");
+  DETSEG_CONFIG_CHECK(find_model_type(info.type) == nullptr, "model registry: ", info.type, " is already registered");
+  DETSEG_CONFIG_CHECK(info.pad_multiple >= 0, "model registry: ", info.type, ": pad_multiple must be >= 0");
+  model_table().push_back(std::move(info));
 }
 
 }  // namespace detseg

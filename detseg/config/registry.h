@@ -2,18 +2,33 @@
 // backbones (model.backbone), as data: names, what each model takes, descriptions. Config
 // validation, `detseg info --config-keys` and docs/config.md read them; models/registry.h pairs
 // each entry with its builder. The built-in entries are config/parts.def's lines; an application
-// linking detseg adds its own backbones with models/registry.h's register_backbone. Torch-free.
+// linking detseg adds its own models and backbones with models/registry.h's register_model and
+// register_backbone. Torch-free.
 #pragma once
 
+#include <cstdint>
+#include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace detseg {
 
+struct PipelineConfig;
+
+// The config rules one model type adds (after the shared ones): throws ConfigError, `at` is the
+// config's location prefix.
+using ModelConfigCheck = std::function<void(const PipelineConfig& config, const std::string& at)>;
+
+// One DETSEG_MODEL line of config/parts.def (its header explains each field).
 struct ModelTypeInfo {
   std::string type;
   std::string kind;                   // detector | segmenter
+  bool instance_masks = false;
   std::vector<std::string> families;  // backbone families it takes; {"*"} any; {} it picks its own
+  std::string backbone_scope;         // e.g. "backbone.body.": where model.pretrained loads
+  int64_t pad_multiple = 32;          // keep-aspect batch padding; 0: 2^model.max_level
+  ModelConfigCheck check;             // may be empty
   std::string description;
 };
 
@@ -23,8 +38,9 @@ struct BackboneInfo {
   std::string description;
 };
 
-const std::vector<ModelTypeInfo>& model_types();
-const std::vector<BackboneInfo>& backbones();  // built-in, then those added
+// Built-in, then those added (deques: what find_* returns stays valid when a part is added).
+const std::deque<ModelTypeInfo>& model_types();
+const std::deque<BackboneInfo>& backbones();
 // nullptr when unknown.
 const ModelTypeInfo* find_model_type(const std::string& type);
 const BackboneInfo* find_backbone(const std::string& name);
@@ -33,8 +49,9 @@ bool model_takes_backbone(const ModelTypeInfo& type, const BackboneInfo& backbon
 // The backbone names `type` takes, in table order.
 std::vector<std::string> backbones_for(const ModelTypeInfo& type);
 
-// Adds a backbone after the built-in ones (an existing name is a ConfigError). Call before configs
+// Add a part after the built-in ones (an existing name is a ConfigError). Call before configs
 // naming it are parsed; not thread-safe against concurrent parsing.
 void add_backbone_info(BackboneInfo info);
+void add_model_type_info(ModelTypeInfo info);
 
 }  // namespace detseg

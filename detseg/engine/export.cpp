@@ -43,27 +43,13 @@ nlohmann::json checkpoint_meta(const std::string& checkpoint) {
   return meta.is_object() ? meta : nlohmann::json::object();
 }
 
-// detseg's parameter names are torchvision's for RetinaNet and Faster/Mask R-CNN. DeepLabv3's head
-// is torchvision's DeepLabHead under other names: classifier.0 the ASPP, .1 and .2 the 3x3 conv and
-// its norm (model.deeplab.head_conv), .4 the 1x1 classifier.
-std::string torchvision_name(const PipelineConfig& config, const std::string& name) {
-  if (config.model.type != "deeplabv3") return name;
-  static const std::pair<const char*, const char*> kPrefixes[] = {{"aspp.", "classifier.0."},
-                                                                  {"head_conv.0.", "classifier.1."},
-                                                                  {"head_conv.1.", "classifier.2."},
-                                                                  {"classifier.", "classifier.4."}};
-  for (const auto& [ours, theirs] : kPrefixes)
-    if (name.rfind(ours, 0) == 0) return theirs + name.substr(std::char_traits<char>::length(ours));
-  return name;
-}
-
 ExportResult export_safetensors(const PipelineConfig& config, const ExportOptions& options) {
   auto model = build_model(config);
   ExportResult result;
   result.step = load_weights_for_eval(options.checkpoint, *model);
   NamedTensors state = module_state(*model);
   for (auto& [name, tensor] : state) {
-    name = torchvision_name(config, name);
+    name = model->torchvision_name(name);
     tensor = tensor.detach().cpu().contiguous();
     ++result.num_tensors;
     result.num_values += tensor.numel();

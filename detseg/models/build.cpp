@@ -14,9 +14,7 @@
 #include "detseg/models/retinanet_network.h"
 
 namespace detseg {
-namespace {
-
-DenseDetectorOptions dense_options(const PipelineConfig& config) {
+DenseDetectorOptions dense_detector_options(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
   DenseDetectorOptions o;
   o.num_classes = m.num_classes;
@@ -43,6 +41,8 @@ DenseDetectorOptions dense_options(const PipelineConfig& config) {
   return o;
 }
 
+namespace {
+
 void check_dense_levels(const PipelineConfig& config) {
   DETSEG_CONFIG_CHECK(config.model.min_level == 3 && config.model.max_level == 7, location(config.source),
                       "model.min_level/max_level: the RetinaNet and EfficientDet networks produce P3-P7");
@@ -61,7 +61,9 @@ int64_t resnet_depth(const std::string& backbone, const std::string& source) {
 
 // The builders config/parts.def names (models/registry.cpp's table).
 
-std::shared_ptr<ModelImpl> build_faster_rcnn(const PipelineConfig& config) {
+namespace {
+
+std::shared_ptr<ModelImpl> faster_rcnn_with(const PipelineConfig& config, bool masks) {
   const ModelConfig& m = config.model;
   const FasterRcnnConfig& f = m.faster_rcnn;
   FasterRcnnOptions o;
@@ -81,7 +83,7 @@ std::shared_ptr<ModelImpl> build_faster_rcnn(const PipelineConfig& config) {
       .representation_size(f.representation_size)
       .box_pool_size(f.box_pool_size)
       .share_box_across_classes(f.share_box_across_classes)
-      .masks(m.type == "mask_rcnn")
+      .masks(masks)
       .mask_pool_size(f.mask_pool_size)
       .mask_depth(f.mask_head_depth)
       .c4(f.feature_extractor == "c4")
@@ -91,13 +93,20 @@ std::shared_ptr<ModelImpl> build_faster_rcnn(const PipelineConfig& config) {
   return std::make_shared<FasterRcnnImpl>(o, net);
 }
 
-std::shared_ptr<ModelImpl> build_deeplab(const PipelineConfig& config) {
+}  // namespace
+
+std::shared_ptr<ModelImpl> build_faster_rcnn(const PipelineConfig& config) { return faster_rcnn_with(config, false); }
+std::shared_ptr<ModelImpl> build_mask_rcnn(const PipelineConfig& config) { return faster_rcnn_with(config, true); }
+
+namespace {
+
+std::shared_ptr<ModelImpl> deeplab_with(const PipelineConfig& config, bool decoder) {
   const ModelConfig& m = config.model;
   const DeepLabConfig& d = m.deeplab;
   DeepLabNetworkOptions net(m.num_classes);
   net.backbone(m.backbone)
       .output_stride(d.output_stride)
-      .decoder(m.type == "deeplabv3plus" && d.low_level_channels > 0)
+      .decoder(decoder && d.low_level_channels > 0)
       .frozen_bn(m.frozen_batch_norm)
       .aspp_channels(d.aspp_channels)
       .aspp_dropout(d.aspp_dropout)
@@ -118,6 +127,11 @@ std::shared_ptr<ModelImpl> build_deeplab(const PipelineConfig& config) {
   return std::make_shared<SemanticSegmenterImpl>(o, DeepLabNetwork(net));
 }
 
+}  // namespace
+
+std::shared_ptr<ModelImpl> build_deeplabv3(const PipelineConfig& config) { return deeplab_with(config, false); }
+std::shared_ptr<ModelImpl> build_deeplabv3plus(const PipelineConfig& config) { return deeplab_with(config, true); }
+
 std::shared_ptr<ModelImpl> build_retinanet(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
   check_dense_levels(config);
@@ -129,7 +143,7 @@ std::shared_ptr<ModelImpl> build_retinanet(const PipelineConfig& config) {
       .num_anchors(dense_num_anchors(m))
       .head_group_norm_groups(m.head_norm == "group_norm" ? 32 : 0);
   auto network = std::make_shared<RetinaNetNetworkImpl>(net_options);
-  return std::make_shared<DenseDetectorImpl>(dense_options(config), network,
+  return std::make_shared<DenseDetectorImpl>(dense_detector_options(config), network,
                                              [network](const at::Tensor& x) { return network->forward(x); });
 }
 
@@ -140,8 +154,13 @@ std::shared_ptr<ModelImpl> build_efficientdet(const PipelineConfig& config) {
   net_options.num_anchors(dense_num_anchors(m));
   net_options.bn_momentum(m.batch_norm_momentum);
   auto network = std::make_shared<EfficientDetNetworkImpl>(net_options);
-  return std::make_shared<DenseDetectorImpl>(dense_options(config), network,
+  return std::make_shared<DenseDetectorImpl>(dense_detector_options(config), network,
                                              [network](const at::Tensor& x) { return network->forward(x); });
+}
+
+bool uses_instance_masks(const ModelConfig& model) {
+  const ModelTypeInfo* type = find_model_type(model.type);
+  return type != nullptr && type->instance_masks;
 }
 
 bool is_segmentation_model(const PipelineConfig& config) {
@@ -179,12 +198,12 @@ FineTuneOptions pretrained_fine_tune_options(const PipelineConfig& config, const
   FineTuneOptions o;
   o.checkpoint = file;
   o.type = "classification";
-  // Our backbones carry torchvision's names below their holder: RetinaNet and Faster/Mask R-CNN
-  // hold the ResNet as backbone.body (torchvision's detection layout, the FPN beside it in
-  // backbone.fpn); DeepLab and EfficientDet hold it as backbone itself.
-  const std::string& type = config.model.type;
-  const bool resnet_with_neck = type == "retinanet" || type == "faster_rcnn" || type == "mask_rcnn";
-  o.feature_extractor_pattern = resnet_with_neck ? R"(^backbone\.body\.)" : R"(^backbone\.)";
+  // Our backbones carry torchvision's names below their holder, the model's backbone_scope:
+  // RetinaNet and Faster/Mask R-CNN hold the ResNet as backbone.body (torchvision's detection
+  // layout, the FPN beside it in backbone.fpn); DeepLab and EfficientDet hold it as backbone itself.
+  const ModelTypeInfo* type = find_model_type(config.model.type);
+  DETSEG_CONFIG_CHECK(type != nullptr, "model.type: unknown meta-architecture ", config.model.type);
+  o.feature_extractor_pattern = "^" + escape_regex(type->backbone_scope);
   o.scope_map = {{o.feature_extractor_pattern, ""}};
   // A file for another backbone must fail loudly, not leave half the backbone random.
   o.skip_missing = false;

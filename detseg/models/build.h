@@ -14,6 +14,14 @@
 
 namespace detseg {
 
+struct DenseDetectorOptions;  // models/meta_archs/dense_detector.h
+
+// The dense (one-stage) detector's settings from a config: anchors (model.min_level..max_level,
+// num_scales, aspect_ratios, anchor_scale), the labeler's thresholds, the focal and box losses,
+// postprocess. RetinaNet and EfficientDet are built on it; so is a new dense model
+// (docs/architecture.md, "Add a model").
+DenseDetectorOptions dense_detector_options(const PipelineConfig& config);
+
 // model.type is a semantic-segmentation meta-architecture (its part-table kind is segmenter).
 bool is_segmentation_model(const PipelineConfig& config);
 
@@ -36,8 +44,8 @@ std::string model_fine_tune_exclude(const PipelineConfig& config);
 // required with its shape.
 FineTuneOptions pretrained_fine_tune_options(const PipelineConfig& config, const std::string& file);
 
-// Whether the model trains on and predicts instance masks (mask_rcnn): the data pipeline then
-// carries them and evaluation adds COCO segm metrics.
-inline bool uses_instance_masks(const ModelConfig& model) { return model.type == "mask_rcnn"; }
+// Whether the model trains on and predicts instance masks (its part-table line says so: mask_rcnn):
+// the data pipeline then carries them and evaluation adds COCO segm metrics.
+bool uses_instance_masks(const ModelConfig& model);
 
 }  // namespace detseg

@@ -76,6 +76,10 @@ class ModelImpl : public torch::nn::Module {
       std::function<std::vector<at::Tensor>(const std::string& graph, const std::vector<at::Tensor>& inputs)>;
   virtual void use_network(NetworkFunction /*network*/) {}
 
+  // The name torchvision's model gives this model's parameter or buffer `name` (safetensors
+  // export). detseg's names are torchvision's unless a model says otherwise.
+  virtual std::string torchvision_name(const std::string& name) const { return name; }
+
  private:
   int64_t step_ = 0;
 };

@@ -8,7 +8,7 @@
 namespace detseg {
 
 // Each line's builder, declared here so that adding a part needs no other edit.
-#define DETSEG_MODEL(type, kind, backbones, builder, description) \
+#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
   std::shared_ptr<ModelImpl> builder(const PipelineConfig& config);
 #define DETSEG_BACKBONE(name, family, builder, description) \
   std::shared_ptr<BackboneImpl> builder(const std::string& backbone, const BackboneOptions& options);
@@ -20,8 +20,19 @@ namespace {
 
 std::map<std::string, BackboneBuilder>& backbone_builders() {
   static std::map<std::string, BackboneBuilder> table = {
-#define DETSEG_MODEL(type, kind, backbones, builder, description)
+#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
 #define DETSEG_BACKBONE(name, family, builder, description) {name, builder},
+#include "detseg/config/parts.def"
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+  };
+  return table;
+}
+
+std::map<std::string, ModelBuilder>& model_builders() {
+  static std::map<std::string, ModelBuilder> table = {
+#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) {type, builder},
+#define DETSEG_BACKBONE(name, family, builder, description)
 #include "detseg/config/parts.def"
 #undef DETSEG_BACKBONE
 #undef DETSEG_MODEL
@@ -44,17 +55,18 @@ void register_backbone(BackboneInfo info, BackboneBuilder build) {
   backbone_builders()[name] = std::move(build);
 }
 
-ModelBuilder model_builder(const std::string& type) {
-  static const std::map<std::string, ModelBuilder> table = {
-#define DETSEG_MODEL(type, kind, backbones, builder, description) {type, builder},
-#define DETSEG_BACKBONE(name, family, builder, description)
-#include "detseg/config/parts.def"
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
-  };
-  auto it = table.find(type);
-  DETSEG_CONFIG_CHECK(it != table.end(), "model.type: unknown meta-architecture ", type);
+
+const ModelBuilder& model_builder(const std::string& type) {
+  auto it = model_builders().find(type);
+  DETSEG_CONFIG_CHECK(it != model_builders().end(), "model.type: unknown meta-architecture ", type);
   return it->second;
+}
+
+void register_model(ModelTypeInfo info, ModelBuilder build) {
+  DETSEG_CONFIG_CHECK(build != nullptr, "model registry: ", info.type, " has no builder");
+  const std::string type = info.type;
+  add_model_type_info(std::move(info));
+  model_builders()[type] = std::move(build);
 }
 
 }  // namespace detseg

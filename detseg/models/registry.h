@@ -1,7 +1,7 @@
 // Implements: the builders behind the part tables (config/registry.h): model.type -> the model,
 // model.backbone -> the backbone network, one entry per config/parts.def line (the table is in
-// registry.cpp, nowhere else); and register_backbone, which adds an application's own backbone
-// to both tables at run time.
+// registry.cpp, nowhere else); and register_model / register_backbone, which add an application's
+// own model types and backbones to both tables at run time.
 #pragma once
 
 #include <functional>
@@ -33,7 +33,11 @@ std::shared_ptr<BackboneImpl> build_backbone(const std::string& name, const Back
 void register_backbone(BackboneInfo info, BackboneBuilder build);
 
 // model.type's builder: the model a validated config describes.
-using ModelBuilder = std::shared_ptr<ModelImpl> (*)(const PipelineConfig& config);
-ModelBuilder model_builder(const std::string& type);
+using ModelBuilder = std::function<std::shared_ptr<ModelImpl>(const PipelineConfig& config)>;
+const ModelBuilder& model_builder(const std::string& type);
+
+// Adds a model type (info: its part-table line, config/registry.h's ModelTypeInfo) with its
+// builder: configs may name it from then on; its check, if any, runs when they are parsed.
+void register_model(ModelTypeInfo info, ModelBuilder build);
 
 }  // namespace detseg

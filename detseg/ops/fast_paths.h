@@ -1,8 +1,10 @@
 // Implements: the one place detseg decides which CPU fast paths run, and the one switch set for
 // them: runtime options read once from the environment (DETSEG_MKLDNN_INFERENCE=0 turns it off)
 // and settable in-process (benchmarks run A/B pairs in one process; tests pin a path). Model code
-// asks these predicates. (Winograd 3x3 convolution was one until its gain on LibTorch 2.11 fell
-// under 10 %: docs/benchmarks.md.)
+// marks where a run of convolutions starts and ends (to_fast_layout / to_plain_layout); whether
+// anything happens there, and which kernel the conv layers then take, is decided here and in
+// packed_conv.h. (Winograd 3x3 convolution and huge-page tensors were fast paths until their gain
+// on LibTorch 2.11 fell under 10 %: docs/benchmarks.md.)
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,5 +22,17 @@ void set_fast_paths(const FastPathOptions& options);
 // Whether inference on x (CPU, float, strided; not training, no autograd, not tracing) runs its
 // convs in oneDNN's blocked layout.
 bool mkldnn_inference_enabled(const at::Tensor& x, bool training);
+
+// Where a run of convolutions starts (a backbone body, an ASPP, a head subnet): x reordered once into
+// oneDNN's blocked layout when mkldnn_inference_enabled(x, training), so the convs that follow skip
+// the reorder around each of them; else x itself (also when x is blocked already).
+at::Tensor to_fast_layout(const at::Tensor& x, bool training);
+// Where it ends, or before an op without a blocked kernel (cat, upsampling, GroupNorm): x in the
+// plain strided layout; a plain x is returned as is.
+at::Tensor to_plain_layout(const at::Tensor& x);
+// Whether x is in the blocked layout (the conv layers then use packed_conv.h).
+bool in_fast_layout(const at::Tensor& x);
+// The mean over H and W of x [N, C, H, W] in either layout, as a plain [N, C, 1, 1].
+at::Tensor global_average_pool(const at::Tensor& x);
 
 }  // namespace detseg

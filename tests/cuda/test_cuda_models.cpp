@@ -119,7 +119,7 @@ TEST_P(CudaModels, MixedPrecisionStepsAreFinite) {
   const bool gpu = torch::cuda::is_available();
   const at::Device cuda = gpu ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   const Batch batch = to_device(make_batch(type), cuda);
-  for (const std::string precision : gpu ? std::vector<std::string>{"bf16", "fp16"} : std::vector<std::string>{"bf16"}) {
+  for (const std::string& precision : gpu ? std::vector<std::string>{"bf16", "fp16"} : std::vector<std::string>{"bf16"}) {
     auto model = model_for(type);
     model->to(cuda);
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));

@@ -294,8 +294,9 @@ TEST_P(SafetensorsExport, LoadsStrictlyIntoTorchvisionAndComputesWhatDetsegDoes)
   }
   EXPECT_EQ(metadata["format"], "pt");
   EXPECT_EQ(metadata["detseg.model"], c.name);
-  if (std::string(c.name) == "retinanet")
+  if (std::string(c.name) == "retinanet") {
     EXPECT_EQ(metadata["detseg.class_names"], "[\"RBC\",\"WBC\",\"Platelets\"]");  // the demo label map order
+  }
 
   if (!detseg::test::torchvision_available()) GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: strict load not checked";
   const std::string cmd = DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/check_safetensors_export.py " +
@@ -388,7 +389,9 @@ void expect_predict_matches(const fs::path& dir, const std::string& config, cons
   }
   // The same RLE, pixel for pixel, but for a rare probability within float error of the threshold.
   EXPECT_GE(same_masks, masks * 95 / 100) << same_masks << " of " << masks << " masks identical";
-  if (a[0].contains("segmentation")) EXPECT_GT(masks, 100u);
+  if (a[0].contains("segmentation")) {
+    EXPECT_GT(masks, 100u);
+  }
 }
 
 TEST(Export, PredictRunsAnExportedModelWithoutItsConfigAndFindsTheSameDetections) {

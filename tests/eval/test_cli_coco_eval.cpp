@@ -44,7 +44,7 @@ std::vector<double> numbers(simdjson::dom::element array) {
 
 }  // namespace
 
-void CliCocoEval_JsonStatsEqualPycocotools() {
+TEST(CliCocoEval, JsonStatsEqualPycocotools) {
   const std::string json = temp_path("small.json");
   Outcome r = run("coco-eval --gt " + kCase + "gt.json --dt " + kCase + "dt.json --per-class --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -61,7 +61,7 @@ void CliCocoEval_JsonStatsEqualPycocotools() {
     EXPECT_NEAR(double(got.root["per_category_ap"][field.key]), double(field.value), 1e-12) << field.key;
 }
 
-void CliCocoEval_UnknownImageIdFailsNamingTheEntry() {
+TEST(CliCocoEval, UnknownImageIdFailsNamingTheEntry) {
   const std::string dt = temp_path("unknown_image.json");
   write_file_atomic(dt, R"([{"image_id": 20953, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5},
                             {"image_id": 424242, "category_id": 2, "bbox": [1, 2, 3, 4], "score": 0.5}])");
@@ -71,7 +71,7 @@ void CliCocoEval_UnknownImageIdFailsNamingTheEntry() {
             std::string::npos) << r.err;
 }
 
-void CliCocoEval_MalformedJsonGivesFileLineColumn() {
+TEST(CliCocoEval, MalformedJsonGivesFileLineColumn) {
   const std::string dt = temp_path("malformed.json");
   write_file_atomic(dt, "[\n {\"image_id\": 20953, \"category_id\": 2,\n  \"bbox\": [1, 2, 3 4], \"score\": 0.5}]\n");
   Outcome r = run("coco-eval --gt " + kCase + "gt.json --dt " + dt);
@@ -79,7 +79,7 @@ void CliCocoEval_MalformedJsonGivesFileLineColumn() {
   EXPECT_NE(r.err.find("malformed.json:3:"), std::string::npos) << r.err;
 }
 
-void CliCocoEval_NegativeBoxAndUsageErrors() {
+TEST(CliCocoEval, NegativeBoxAndUsageErrors) {
   const std::string dt = temp_path("negative.json");
   write_file_atomic(dt, R"([{"image_id": 20953, "category_id": 2, "bbox": [1, 2, -3, 4], "score": 0.5}])");
   Outcome r = run("coco-eval --gt " + kCase + "gt.json --dt " + dt);
@@ -92,7 +92,7 @@ void CliCocoEval_NegativeBoxAndUsageErrors() {
   EXPECT_NE(missing.err.find("/nonexistent/gt.json"), std::string::npos) << missing.err;
 }
 
-void CliCocoEval_EmptyDetectionsFileIsNotAnError() {
+TEST(CliCocoEval, EmptyDetectionsFileIsNotAnError) {
   const std::string dt = temp_path("empty.json");
   write_file_atomic(dt, "[]");
   const std::string json = temp_path("empty_out.json");
@@ -103,27 +103,3 @@ void CliCocoEval_EmptyDetectionsFileIsNotAnError() {
   for (double s : numbers(got.root["stats"])) EXPECT_TRUE(s == 0 || s == -1) << s;
 }
 
-// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
-// per suite; each case keeps its name in the failure trace.
-TEST(CliCocoEval, AllCases) {
-  {
-    SCOPED_TRACE("JsonStatsEqualPycocotools");
-    CliCocoEval_JsonStatsEqualPycocotools();
-  }
-  {
-    SCOPED_TRACE("UnknownImageIdFailsNamingTheEntry");
-    CliCocoEval_UnknownImageIdFailsNamingTheEntry();
-  }
-  {
-    SCOPED_TRACE("MalformedJsonGivesFileLineColumn");
-    CliCocoEval_MalformedJsonGivesFileLineColumn();
-  }
-  {
-    SCOPED_TRACE("NegativeBoxAndUsageErrors");
-    CliCocoEval_NegativeBoxAndUsageErrors();
-  }
-  {
-    SCOPED_TRACE("EmptyDetectionsFileIsNotAnError");
-    CliCocoEval_EmptyDetectionsFileIsNotAnError();
-  }
-}

@@ -59,7 +59,7 @@ double two_level_ap(double high, double cut, double low) {
 
 }  // namespace
 
-void CocoEval_DetectionInsideCrowdIsIgnoredNotFalsePositive() {
+TEST(CocoEval, DetectionInsideCrowdIsIgnoredNotFalsePositive) {
   // The crowd box scores highest. Counted as a false positive it would halve AP; pycocotools
   // matches it to the crowd region (IoU = intersection / detection area = 1) and ignores it.
   CocoDataset gt = make_gt({1}, {1}, {{1, 1, 0, 0, 10, 10}, {1, 1, 50, 50, 20, 20, 1, true}});
@@ -70,7 +70,7 @@ void CocoEval_DetectionInsideCrowdIsIgnoredNotFalsePositive() {
   for (int i = 0; i < 12; ++i) EXPECT_NEAR(r.stats[i], expected[i], 1e-15) << "stat " << i;
 }
 
-void CocoEval_ScoreTiesFollowSortedImageIdsThenFileOrder() {
+TEST(CocoEval, ScoreTiesFollowSortedImageIdsThenFileOrder) {
   // Images 20 and 10 (file order), a tie at 0.5: the true positive in image 10 comes first because
   // pycocotools concatenates images in sorted id order before its stable sort.
   CocoDataset gt = make_gt({20, 10}, {1}, {{10, 1, 0, 0, 10, 10}, {20, 1, 0, 0, 10, 10}});
@@ -83,7 +83,7 @@ void CocoEval_ScoreTiesFollowSortedImageIdsThenFileOrder() {
   EXPECT_NEAR(r.stats[0], 0.83498349834983498, 1e-9);
 }
 
-void CocoEval_TiesInsideAnImageKeepFileOrderForMaxDets() {
+TEST(CocoEval, TiesInsideAnImageKeepFileOrderForMaxDets) {
   // Two detections with the same score: with maxDets 1 only the first in file order counts.
   CocoDataset gt = make_gt({1}, {1}, {{1, 1, 0, 0, 10, 10}});
   CocoDataset fp_first = make_dt(gt, {{1, 1, 60, 60, 10, 10, 0.6}, {1, 1, 0, 0, 10, 10, 0.6}});
@@ -93,7 +93,7 @@ void CocoEval_TiesInsideAnImageKeepFileOrderForMaxDets() {
   EXPECT_DOUBLE_EQ(coco_evaluate(gt, fp_first).stats[8], 1.0);  // AR@100
 }
 
-void CocoEval_EmptyDetectionsGiveZeroOrMinusOne() {
+TEST(CocoEval, EmptyDetectionsGiveZeroOrMinusOne) {
   CocoDataset gt = make_gt({1, 2}, {1, 2}, {{1, 1, 0, 0, 10, 10}, {2, 2, 0, 0, 50, 50}});
   CocoDataset dt = make_dt(gt, {});
   CocoEvalResult r = coco_evaluate(gt, dt);
@@ -103,7 +103,7 @@ void CocoEval_EmptyDetectionsGiveZeroOrMinusOne() {
   EXPECT_EQ(r.per_category_ap, (std::vector<double>{0, 0}));
 }
 
-void CocoEval_CategoryWithoutGroundTruthIsMinusOneAndLeftOutOfTheMean() {
+TEST(CocoEval, CategoryWithoutGroundTruthIsMinusOneAndLeftOutOfTheMean) {
   // Category 7 has only a detection (AP -1, not averaged); category 3 has ground truth but no
   // detection (AP 0, averaged); category 5 is perfect.
   CocoDataset gt = make_gt({1}, {5, 3, 7}, {{1, 5, 0, 0, 10, 10}, {1, 3, 40, 40, 10, 10}});
@@ -120,7 +120,7 @@ void CocoEval_CategoryWithoutGroundTruthIsMinusOneAndLeftOutOfTheMean() {
   EXPECT_DOUBLE_EQ(r.stats[0], 0.5);
 }
 
-void CocoEval_ClassAgnosticMatchesAcrossCategories() {
+TEST(CocoEval, ClassAgnosticMatchesAcrossCategories) {
   CocoDataset gt = make_gt({1}, {1, 2}, {{1, 1, 0, 0, 10, 10}});
   CocoDataset dt = make_dt(gt, {{1, 2, 0, 0, 10, 10, 0.9}});
   EXPECT_DOUBLE_EQ(coco_evaluate(gt, dt).stats[0], 0.0);
@@ -132,7 +132,7 @@ void CocoEval_ClassAgnosticMatchesAcrossCategories() {
   EXPECT_TRUE(r.per_category_ap.empty());
 }
 
-void CocoEval_IouThresholdEdgesAndCustomParams() {
+TEST(CocoEval, IouThresholdEdgesAndCustomParams) {
   // IoU exactly 0.5 (10x10 box against a 10x20 box over it) counts at 0.50 and not at 0.55.
   CocoDataset gt = make_gt({1}, {1}, {{1, 1, 0, 0, 10, 20}});
   CocoDataset dt = make_dt(gt, {{1, 1, 0, 0, 10, 10, 0.9}});
@@ -156,14 +156,14 @@ void CocoEval_IouThresholdEdgesAndCustomParams() {
   EXPECT_DOUBLE_EQ(coco_evaluate(gt, dt, other_images).stats[0], -1.0);
 }
 
-void CocoEval_IgnoreFieldIsOverriddenByIscrowdAsInPycocotools() {
+TEST(CocoEval, IgnoreFieldIsOverriddenByIscrowdAsInPycocotools) {
   CocoDataset gt = make_gt({1}, {1}, {{1, 1, 0, 0, 10, 10}});
   gt.annotations[0].ignore = true;  // pycocotools sets ignore = iscrowd, dropping this flag
   CocoDataset dt = make_dt(gt, {});
   EXPECT_DOUBLE_EQ(coco_evaluate(gt, dt).stats[0], 0.0);  // still counted: AP 0, not -1
 }
 
-void CocoEval_SummaryTextHasPycocotoolsFormat() {
+TEST(CocoEval, SummaryTextHasPycocotoolsFormat) {
   CocoDataset gt = make_gt({1}, {1}, {{1, 1, 0, 0, 10, 10}});
   CocoDataset dt = make_dt(gt, {{1, 1, 0, 0, 10, 10, 0.9}});
   std::string text = coco_summary_text(coco_evaluate(gt, dt));
@@ -175,7 +175,7 @@ void CocoEval_SummaryTextHasPycocotoolsFormat() {
             std::string::npos) << text;
 }
 
-void CocoEval_NumpyHelpersMatchNumpy() {
+TEST(CocoEval, NumpyHelpersMatchNumpy) {
   // numpy.linspace(.5, .95, 10)[5] is 0.75 exactly, and [9] is 0.95 (the endpoint is set).
   auto t = numpy_linspace(.5, .95, 10);
   EXPECT_EQ(t[5], 0.75);
@@ -190,7 +190,7 @@ void CocoEval_NumpyHelpersMatchNumpy() {
   EXPECT_EQ(numpy_sum(v.data(), v.size()), 1e16 + 14);
 }
 
-void CocoEval_HugeAndNegativeIdsWork() {
+TEST(CocoEval, HugeAndNegativeIdsWork) {
   // Category ids too far apart for the dense lookup table, and a negative image id.
   CocoDataset gt = make_gt({-3, 7}, {5, 1000000000000}, {{-3, 1000000000000, 0, 0, 10, 10}, {7, 5, 0, 0, 10, 10}});
   CocoDataset dt = make_dt(gt, {{-3, 1000000000000, 0, 0, 10, 10, 0.9}, {7, 5, 50, 50, 10, 10, 0.9}});
@@ -201,7 +201,7 @@ void CocoEval_HugeAndNegativeIdsWork() {
   EXPECT_NEAR(r.per_category_ap[1], 1.0, 1e-15);
 }
 
-void CocoEval_PerCategoryAp50CountsLooseBoxesThatApMostlyRejects() {
+TEST(CocoEval, PerCategoryAp50CountsLooseBoxesThatApMostlyRejects) {
   // Category 1: a detection with IoU 0.64 with its box (8x8 of 10x10) is a hit at 0.5..0.6 only:
   // AP50 = 1 (less pycocotools' eps), AP = 3/10 of that. Category 2: perfect at every threshold.
   CocoDataset gt = make_gt({1}, {1, 2}, {{1, 1, 0, 0, 10, 10}, {1, 2, 50, 50, 10, 10}});
@@ -215,55 +215,3 @@ void CocoEval_PerCategoryAp50CountsLooseBoxesThatApMostlyRejects() {
   EXPECT_NEAR((r.per_category_ap50[0] + r.per_category_ap50[1]) / 2, r.stats[1], 1e-15);
 }
 
-// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
-// per suite; each case keeps its name in the failure trace.
-TEST(CocoEval, AllCases) {
-  {
-    SCOPED_TRACE("DetectionInsideCrowdIsIgnoredNotFalsePositive");
-    CocoEval_DetectionInsideCrowdIsIgnoredNotFalsePositive();
-  }
-  {
-    SCOPED_TRACE("ScoreTiesFollowSortedImageIdsThenFileOrder");
-    CocoEval_ScoreTiesFollowSortedImageIdsThenFileOrder();
-  }
-  {
-    SCOPED_TRACE("TiesInsideAnImageKeepFileOrderForMaxDets");
-    CocoEval_TiesInsideAnImageKeepFileOrderForMaxDets();
-  }
-  {
-    SCOPED_TRACE("EmptyDetectionsGiveZeroOrMinusOne");
-    CocoEval_EmptyDetectionsGiveZeroOrMinusOne();
-  }
-  {
-    SCOPED_TRACE("CategoryWithoutGroundTruthIsMinusOneAndLeftOutOfTheMean");
-    CocoEval_CategoryWithoutGroundTruthIsMinusOneAndLeftOutOfTheMean();
-  }
-  {
-    SCOPED_TRACE("ClassAgnosticMatchesAcrossCategories");
-    CocoEval_ClassAgnosticMatchesAcrossCategories();
-  }
-  {
-    SCOPED_TRACE("IouThresholdEdgesAndCustomParams");
-    CocoEval_IouThresholdEdgesAndCustomParams();
-  }
-  {
-    SCOPED_TRACE("IgnoreFieldIsOverriddenByIscrowdAsInPycocotools");
-    CocoEval_IgnoreFieldIsOverriddenByIscrowdAsInPycocotools();
-  }
-  {
-    SCOPED_TRACE("SummaryTextHasPycocotoolsFormat");
-    CocoEval_SummaryTextHasPycocotoolsFormat();
-  }
-  {
-    SCOPED_TRACE("NumpyHelpersMatchNumpy");
-    CocoEval_NumpyHelpersMatchNumpy();
-  }
-  {
-    SCOPED_TRACE("HugeAndNegativeIdsWork");
-    CocoEval_HugeAndNegativeIdsWork();
-  }
-  {
-    SCOPED_TRACE("PerCategoryAp50CountsLooseBoxesThatApMostlyRejects");
-    CocoEval_PerCategoryAp50CountsLooseBoxesThatApMostlyRejects();
-  }
-}

@@ -45,23 +45,7 @@ void check_case(const std::string& name) {
 
 }  // namespace
 
-void CocoEvalCases_SmallMatchesPycocotools() { check_case("case_small"); }
-void CocoEvalCases_MediumMatchesPycocotools() { check_case("case_medium"); }
-void CocoEvalCases_LargeMatchesPycocotools() { check_case("case_large"); }
+TEST(CocoEvalCases, SmallMatchesPycocotools) { check_case("case_small"); }
+TEST(CocoEvalCases, MediumMatchesPycocotools) { check_case("case_medium"); }
+TEST(CocoEvalCases, LargeMatchesPycocotools) { check_case("case_large"); }
 
-// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
-// per suite; each case keeps its name in the failure trace.
-TEST(CocoEvalCases, AllCases) {
-  {
-    SCOPED_TRACE("SmallMatchesPycocotools");
-    CocoEvalCases_SmallMatchesPycocotools();
-  }
-  {
-    SCOPED_TRACE("MediumMatchesPycocotools");
-    CocoEvalCases_MediumMatchesPycocotools();
-  }
-  {
-    SCOPED_TRACE("LargeMatchesPycocotools");
-    CocoEvalCases_LargeMatchesPycocotools();
-  }
-}

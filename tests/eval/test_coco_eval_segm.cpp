@@ -59,12 +59,12 @@ CocoAnnotation mask_detection(const std::vector<double>& polygon, double score) 
 
 }  // namespace
 
-void CocoEvalSegm_LShapeRasterizesToSevenPixels() {
+TEST(CocoEvalSegm, LShapeRasterizesToSevenPixels) {
   CocoDataset gt = l_shape_gt(false);
   EXPECT_EQ(rle_area(segmentation_to_rle(gt.annotations[0].segmentation, 6, 6)), 7u);
 }
 
-void CocoEvalSegm_MaskIouNotBoxIouDecidesTheMatch() {
+TEST(CocoEvalSegm, MaskIouNotBoxIouDecidesTheMatch) {
   CocoDataset gt = l_shape_gt(false);
   // A full 4x4 square: box IoU 1, mask IoU 7/16 < 0.5.
   CocoDataset square = coco_results_from({mask_detection({0, 0, 4, 0, 4, 4, 0, 4}, 0.9)}, gt);
@@ -77,7 +77,7 @@ void CocoEvalSegm_MaskIouNotBoxIouDecidesTheMatch() {
   EXPECT_NEAR(coco_evaluate(gt, l, segm).stats[0], 1.0, 1e-15);
 }
 
-void CocoEvalSegm_DetectionOnCrowdMaskIsIgnored() {
+TEST(CocoEvalSegm, DetectionOnCrowdMaskIsIgnored) {
   CocoDataset gt = l_shape_gt(true);
   // The best-scored detection covers column 5 rows 0-3, inside the crowd mask (crowd IoU 1): it is
   // ignored, so the L found second still gives AP 1.
@@ -89,7 +89,7 @@ void CocoEvalSegm_DetectionOnCrowdMaskIsIgnored() {
   EXPECT_NEAR(coco_evaluate(gt, dt, segm).stats[0], 1.0, 1e-15);
 }
 
-void CocoEvalSegm_ResultsWriterRoundTrip() {
+TEST(CocoEvalSegm, ResultsWriterRoundTrip) {
   CocoDataset gt = l_shape_gt(false);
   std::vector<CocoAnnotation> dets = {mask_detection({0, 0, 4, 0, 4, 1, 1, 1, 1, 4, 0, 4}, 0.9),
                                       mask_detection({2, 2, 5, 2, 5, 5, 2, 5}, 0.25)};
@@ -110,23 +110,3 @@ void CocoEvalSegm_ResultsWriterRoundTrip() {
   EXPECT_NEAR(coco_evaluate(gt, back, segm).stats[1], 1.0, 1e-15);
 }
 
-// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
-// per suite; each case keeps its name in the failure trace.
-TEST(CocoEvalSegm, AllCases) {
-  {
-    SCOPED_TRACE("LShapeRasterizesToSevenPixels");
-    CocoEvalSegm_LShapeRasterizesToSevenPixels();
-  }
-  {
-    SCOPED_TRACE("MaskIouNotBoxIouDecidesTheMatch");
-    CocoEvalSegm_MaskIouNotBoxIouDecidesTheMatch();
-  }
-  {
-    SCOPED_TRACE("DetectionOnCrowdMaskIsIgnored");
-    CocoEvalSegm_DetectionOnCrowdMaskIsIgnored();
-  }
-  {
-    SCOPED_TRACE("ResultsWriterRoundTrip");
-    CocoEvalSegm_ResultsWriterRoundTrip();
-  }
-}

@@ -59,7 +59,7 @@ const char* kSmallGt = R"({
 
 }  // namespace
 
-void CocoReader_Coco128CountsMatchReadme() {
+TEST(CocoReader, Coco128CountsMatchReadme) {
   CocoDataset data = read_coco(kCoco128);
   EXPECT_EQ(data.images.size(), 128u);
   EXPECT_EQ(data.annotations.size(), 939u);
@@ -106,7 +106,7 @@ void CocoReader_Coco128CountsMatchReadme() {
   EXPECT_EQ(im.height, 480);
 }
 
-void CocoReader_SmallFileFieldsAndRleForms() {
+TEST(CocoReader, SmallFileFieldsAndRleForms) {
   CocoDataset data = read_coco(temp_file("small.json", kSmallGt));
   ASSERT_EQ(data.annotations.size(), 3u);
   EXPECT_EQ(data.category_index.at(5), 0);
@@ -126,7 +126,7 @@ void CocoReader_SmallFileFieldsAndRleForms() {
   EXPECT_DOUBLE_EQ(compressed.area, 1.0);
 }
 
-void CocoReader_WriteThenReadGivesSameDataset() {
+TEST(CocoReader, WriteThenReadGivesSameDataset) {
   CocoDataset data = read_coco(temp_file("small.json", kSmallGt));
   std::string out = (reader_dir() / "written.json").string();
   write_coco(data, out);
@@ -147,7 +147,7 @@ void CocoReader_WriteThenReadGivesSameDataset() {
   EXPECT_EQ(again.categories[0].name, "cat");
 }
 
-void CocoReader_ErrorsNameFileAndFieldPath() {
+TEST(CocoReader, ErrorsNameFileAndFieldPath) {
   std::string bad_box = temp_file("bad_box.json", R"({"images": [{"id": 1}], "categories": [{"id": 1}],
     "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]},
                     {"id": 2, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3]}]})");
@@ -168,7 +168,7 @@ void CocoReader_ErrorsNameFileAndFieldPath() {
   expect_error([&] { read_coco(counts); }, {"annotations[0].segmentation.counts: counts sum to 3"});
 }
 
-void CocoReader_ResultsGetIdsAreasAndChecks() {
+TEST(CocoReader, ResultsGetIdsAreasAndChecks) {
   CocoDataset gt = read_coco(temp_file("small.json", kSmallGt));
   std::string dt_path = temp_file("dt.json", R"([
     {"image_id": 7, "category_id": 5, "bbox": [1, 1, 2, 3], "score": 0.9},
@@ -205,31 +205,6 @@ void CocoReader_ResultsGetIdsAreasAndChecks() {
   expect_error([&] { read_coco_results(no_score, gt); }, {"[0].score: missing"});
   std::string empty = temp_file("empty.json", "[]");
   EXPECT_TRUE(read_coco_results(empty, gt).annotations.empty());
-}
-
-// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
-// per suite; each case keeps its name in the failure trace.
-TEST(CocoReader, AllCases) {
-  {
-    SCOPED_TRACE("Coco128CountsMatchReadme");
-    CocoReader_Coco128CountsMatchReadme();
-  }
-  {
-    SCOPED_TRACE("SmallFileFieldsAndRleForms");
-    CocoReader_SmallFileFieldsAndRleForms();
-  }
-  {
-    SCOPED_TRACE("WriteThenReadGivesSameDataset");
-    CocoReader_WriteThenReadGivesSameDataset();
-  }
-  {
-    SCOPED_TRACE("ErrorsNameFileAndFieldPath");
-    CocoReader_ErrorsNameFileAndFieldPath();
-  }
-  {
-    SCOPED_TRACE("ResultsGetIdsAreasAndChecks");
-    CocoReader_ResultsGetIdsAreasAndChecks();
-  }
 }
 
 TEST(CocoReader, MissingCategoriesOrAnnotationsListsReadAsEmpty) {

@@ -26,7 +26,7 @@ std::vector<double> box_of(const CocoRle& r) {
 
 }  // namespace
 
-void Rle_EncodeDecodeColumnMajor() {
+TEST(Rle, EncodeDecodeColumnMajor) {
   // h=3, w=2, column-major pixels 0,1,1 | 1,0,0: runs 1 zero, 3 ones, 2 zeros.
   const uint8_t mask[6] = {0, 1, 1, 1, 0, 0};
   CocoRle r = rle_encode(mask, 3, 2);
@@ -45,7 +45,7 @@ void Rle_EncodeDecodeColumnMajor() {
   EXPECT_EQ(std::vector<uint8_t>(image_back, image_back + 6), std::vector<uint8_t>(image, image + 6));
 }
 
-void Rle_CompressedStringWorkedByHand() {
+TEST(Rle, CompressedStringWorkedByHand) {
   // 0 -> "0"; 100 = 3*32 + 4 -> "T3"; 50 = 32 + 18 (bit 4 set, so continue) -> "b1";
   // 4th count is stored as 90 - 100 = -10 -> low 5 bits 22 -> "F".
   CocoRle r = rle(10, 24, {0, 100, 50, 90});
@@ -56,7 +56,7 @@ void Rle_CompressedStringWorkedByHand() {
   EXPECT_THROW(rle_from_string("T", 10, 24), Error);        // continuation bit with nothing after
 }
 
-void Rle_AreaBoxAndIouWithCrowdRule() {
+TEST(Rle, AreaBoxAndIouWithCrowdRule) {
   // 6x6 image; A covers columns 0-3, rows 0-3; B covers columns 2-5, rows 0-3.
   CocoRle a = rle(6, 6, {0, 4, 2, 4, 2, 4, 2, 4, 14});
   CocoRle b = rle(6, 6, {12, 4, 2, 4, 2, 4, 2, 4, 2});
@@ -80,7 +80,7 @@ void Rle_AreaBoxAndIouWithCrowdRule() {
   EXPECT_DOUBLE_EQ(box_iou_coco(da, gb, true), 8.0 / 16.0);
 }
 
-void Rle_PolygonRasterization() {
+TEST(Rle, PolygonRasterization) {
   // An axis-aligned square with integer corners covers exactly the pixels inside it.
   const double square[8] = {0, 0, 4, 0, 4, 4, 0, 4};
   CocoRle s = rle_from_polygon(square, 4, 6, 6);
@@ -106,7 +106,7 @@ void Rle_PolygonRasterization() {
   EXPECT_LE(area, 10u);
 }
 
-void Rle_Coco128CrowdMasksRoundTripAndBoxes() {
+TEST(Rle, Coco128CrowdMasksRoundTripAndBoxes) {
   CocoDataset data = read_coco(std::string(DETSEG_SHARED_DIR) +
                                "/data/coco128/annotations/instances_val2017.json");
   int checked = 0;
@@ -124,31 +124,6 @@ void Rle_Coco128CrowdMasksRoundTripAndBoxes() {
     ++checked;
   }
   EXPECT_EQ(checked, 10);
-}
-
-// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
-// per suite; each case keeps its name in the failure trace.
-TEST(Rle, AllCases) {
-  {
-    SCOPED_TRACE("EncodeDecodeColumnMajor");
-    Rle_EncodeDecodeColumnMajor();
-  }
-  {
-    SCOPED_TRACE("CompressedStringWorkedByHand");
-    Rle_CompressedStringWorkedByHand();
-  }
-  {
-    SCOPED_TRACE("AreaBoxAndIouWithCrowdRule");
-    Rle_AreaBoxAndIouWithCrowdRule();
-  }
-  {
-    SCOPED_TRACE("PolygonRasterization");
-    Rle_PolygonRasterization();
-  }
-  {
-    SCOPED_TRACE("Coco128CrowdMasksRoundTripAndBoxes");
-    Rle_Coco128CrowdMasksRoundTripAndBoxes();
-  }
 }
 
 // A vertex repeated back to back (common in hand-drawn COCO polygons) is a zero-length edge: the

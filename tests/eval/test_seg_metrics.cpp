@@ -9,7 +9,7 @@
 
 using namespace detseg;
 
-void SegMetrics_WorkedExampleWithIgnoreLabel() {
+TEST(SegMetrics, WorkedExampleWithIgnoreLabel) {
   // Pixel 5 is ignored. Matrix rows = ground truth: (0,0)=1 (0,1)=1 (1,1)=2 (2,0)=1.
   const int32_t gt[6] = {0, 0, 1, 1, 2, 255};
   const int32_t pred[6] = {0, 1, 1, 1, 0, 2};
@@ -26,7 +26,7 @@ void SegMetrics_WorkedExampleWithIgnoreLabel() {
   EXPECT_DOUBLE_EQ(s.frequency_weighted_iou, 2.0 / 5 * (1.0 / 3) + 2.0 / 5 * (2.0 / 3));
 }
 
-void SegMetrics_ConventionsDifferOnClassesAbsentFromGroundTruth() {
+TEST(SegMetrics, ConventionsDifferOnClassesAbsentFromGroundTruth) {
   // Class 2 is only predicted (IoU 0 with a non-empty union), class 3 appears nowhere (NaN).
   const int32_t gt[4] = {0, 0, 1, 1};
   const int32_t pred[4] = {0, 2, 1, 1};
@@ -43,7 +43,7 @@ void SegMetrics_ConventionsDifferOnClassesAbsentFromGroundTruth() {
   EXPECT_NE(seg_metrics_text(d2).find("detectron2"), std::string::npos);
 }
 
-void SegMetrics_BadLabelsAreErrors() {
+TEST(SegMetrics, BadLabelsAreErrors) {
   ConfusionMatrix m(3);
   const int32_t gt[2] = {0, 7}, pred[2] = {0, 1};
   EXPECT_THROW(m.add(gt, pred, 2), Error);
@@ -52,7 +52,7 @@ void SegMetrics_BadLabelsAreErrors() {
   EXPECT_THROW(ConfusionMatrix(0), ConfigError);
 }
 
-void SegMetrics_EvaluatorAccumulatesOverImagesAndResets() {
+TEST(SegMetrics, EvaluatorAccumulatesOverImagesAndResets) {
   SemSegEvaluator ev(2, 255, MeanIouConvention::kNonEmptyUnion, {"bg", "fg"});
   const int32_t gt_a[4] = {0, 0, 1, 1}, pred_a[4] = {0, 0, 1, 0};
   const int32_t gt_b[2] = {1, 255}, pred_b[2] = {1, 1};
@@ -81,23 +81,3 @@ void SegMetrics_EvaluatorAccumulatesOverImagesAndResets() {
   EXPECT_THROW(ev.process(EvalSample()), Error);
 }
 
-// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
-// per suite; each case keeps its name in the failure trace.
-TEST(SegMetrics, AllCases) {
-  {
-    SCOPED_TRACE("WorkedExampleWithIgnoreLabel");
-    SegMetrics_WorkedExampleWithIgnoreLabel();
-  }
-  {
-    SCOPED_TRACE("ConventionsDifferOnClassesAbsentFromGroundTruth");
-    SegMetrics_ConventionsDifferOnClassesAbsentFromGroundTruth();
-  }
-  {
-    SCOPED_TRACE("BadLabelsAreErrors");
-    SegMetrics_BadLabelsAreErrors();
-  }
-  {
-    SCOPED_TRACE("EvaluatorAccumulatesOverImagesAndResets");
-    SegMetrics_EvaluatorAccumulatesOverImagesAndResets();
-  }
-}

@@ -10,7 +10,7 @@
 
 using namespace detseg;
 
-void VocAp_ElevenPointAndAllPointWorkedByHand() {
+TEST(VocAp, ElevenPointAndAllPointWorkedByHand) {
   const std::vector<double> rec = {0.5, 0.5, 1.0}, prec = {1.0, 0.5, 2.0 / 3};
   // All-point: recall 0 -> .5 at precision 1, .5 -> 1 at 2/3.
   EXPECT_DOUBLE_EQ(voc_ap(rec, prec, false), 0.5 + 0.5 * (2.0 / 3));
@@ -19,7 +19,7 @@ void VocAp_ElevenPointAndAllPointWorkedByHand() {
   EXPECT_DOUBLE_EQ(voc_ap({}, {}, false), 0.0);
 }
 
-void VocAp_DifficultObjectsAreNeitherHitNorMissed() {
+TEST(VocAp, DifficultObjectsAreNeitherHitNorMissed) {
   CocoDataset gt;
   gt.images = {{1, "", 100, 100}, {2, "", 100, 100}};
   gt.categories = {{1, "cell", ""}};
@@ -46,7 +46,7 @@ void VocAp_DifficultObjectsAreNeitherHitNorMissed() {
   EXPECT_NEAR(voc_evaluate(gt, dt, v07).ap[0], 6.0 / 11, 1e-15);
 }
 
-void CocoEvaluatorInterface_StreamingEqualsBatch() {
+TEST(CocoEvaluatorInterface, StreamingEqualsBatch) {
   const std::string dir = std::string(DETSEG_SHARED_DIR) + "/coco_cases/case_small/";
   CocoDataset gt = read_coco(dir + "gt.json");
   CocoDataset dt = read_coco_results(dir + "dt.json", gt);
@@ -81,7 +81,7 @@ std::vector<EvalSample> shard_samples(const CocoDataset& gt, const CocoDataset& 
   return out;
 }
 
-void CocoEvaluatorInterface_ShardsMergeIntoTheSingleProcessResult() {
+TEST(CocoEvaluatorInterface, ShardsMergeIntoTheSingleProcessResult) {
   // Three ranks: rank 0 merges the others' states; an image two shards both saw counts once.
   const std::string dir = std::string(DETSEG_SHARED_DIR) + "/coco_cases/case_small/";
   CocoDataset gt = read_coco(dir + "gt.json");
@@ -142,29 +142,3 @@ void VocEvaluator_EqualsVocEvaluateOnTheImagesProcessed() {
   EXPECT_NE(want_half.mean_ap, want.mean_ap);
 }
 
-// One test program start-up loads LibTorch (seconds on a busy machine), so ctest runs one test
-// per suite; each case keeps its name in the failure trace.
-TEST(VocAp, AllCases) {
-  {
-    SCOPED_TRACE("ElevenPointAndAllPointWorkedByHand");
-    VocAp_ElevenPointAndAllPointWorkedByHand();
-  }
-  {
-    SCOPED_TRACE("DifficultObjectsAreNeitherHitNorMissed");
-    VocAp_DifficultObjectsAreNeitherHitNorMissed();
-  }
-}
-TEST(CocoEvaluatorInterface, AllCases) {
-  {
-    SCOPED_TRACE("StreamingEqualsBatch");
-    CocoEvaluatorInterface_StreamingEqualsBatch();
-  }
-  {
-    SCOPED_TRACE("ShardsMergeIntoTheSingleProcessResult");
-    CocoEvaluatorInterface_ShardsMergeIntoTheSingleProcessResult();
-  }
-  {
-    SCOPED_TRACE("VocEvaluatorEqualsVocEvaluateOnTheImagesProcessed");
-    VocEvaluator_EqualsVocEvaluateOnTheImagesProcessed();
-  }
-}

@@ -7,6 +7,7 @@
 
 #include "detseg/models/retinanet_network.h"
 #include "detseg/ops/fast_paths.h"
+#include "detseg/ops/packed_conv.h"
 
 namespace {
 
@@ -32,6 +33,60 @@ TEST(FastPaths, TheSwitchTurnsThePathOffAndOnAgain) {
   EXPECT_FALSE(detseg::mkldnn_inference_enabled(x.to(at::kDouble), false));
   detseg::set_fast_paths({false});
   EXPECT_FALSE(detseg::mkldnn_inference_enabled(x, false));
+}
+
+TEST(FastPaths, LayoutMarksReorderOnlyWhereThePathRuns) {
+  KeepFastPaths keep;
+  at::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 8, 5, 7});
+  detseg::set_fast_paths({true});
+  if (!at::hasMKLDNN()) GTEST_SKIP() << "LibTorch built without oneDNN";
+  const at::Tensor fast = detseg::to_fast_layout(x, /*training=*/false);
+  EXPECT_TRUE(detseg::in_fast_layout(fast));
+  EXPECT_TRUE(detseg::to_fast_layout(fast, false).is_same(fast));  // already there: untouched
+  EXPECT_TRUE(at::equal(detseg::to_plain_layout(fast), x));         // a reorder, not arithmetic
+  EXPECT_TRUE(detseg::to_plain_layout(x).is_same(x));
+  EXPECT_TRUE(detseg::to_fast_layout(x, /*training=*/true).is_same(x));
+  // The mean over H and W, from either layout, as a plain [N, C, 1, 1].
+  const at::Tensor pooled = detseg::global_average_pool(fast);
+  EXPECT_FALSE(detseg::in_fast_layout(pooled));
+  EXPECT_EQ(pooled.sizes(), (std::vector<int64_t>{2, 8, 1, 1}));
+  EXPECT_LT((pooled - x.mean({2, 3}, true)).abs().max().item<float>(), 1e-6);
+  EXPECT_TRUE(at::equal(detseg::global_average_pool(x), x.mean({2, 3}, true)));
+  detseg::set_fast_paths({false});
+  EXPECT_TRUE(detseg::to_fast_layout(x, false).is_same(x));
+}
+
+TEST(FastPaths, PackedConvMatchesAtenRepacksOnChangeAndTakesTheCentreTap) {
+  KeepFastPaths keep;
+  at::NoGradGuard no_grad;
+  detseg::set_fast_paths({true});
+  if (!at::hasMKLDNN()) GTEST_SKIP() << "LibTorch built without oneDNN";
+  const at::Tensor x = at::randn({1, 6, 9, 11});
+  const at::Tensor fast = detseg::to_fast_layout(x, false);
+  at::Tensor weight = at::randn({4, 6, 3, 3});
+  at::Tensor bias = at::randn({4});
+  int made = 0;
+  detseg::PackedConvWeights packed;
+  auto run = [&](int64_t dilation) {
+    return detseg::to_plain_layout(detseg::conv2d_packed(
+        fast, weight, {1, 1}, {dilation, dilation}, {dilation, dilation}, 1, {&weight, &bias},
+        [&] { ++made; return std::pair<at::Tensor, at::Tensor>{weight, bias}; }, packed));
+  };
+  auto aten = [&](int64_t dilation) {
+    return at::conv2d(x, weight, bias, 1, {dilation, dilation}, {dilation, dilation});
+  };
+  EXPECT_LT((run(1) - aten(1)).abs().max().item<float>(), 1e-4);
+  EXPECT_LT((run(1) - aten(1)).abs().max().item<float>(), 1e-4);
+  EXPECT_EQ(made, 1);  // packed once, reused
+  weight.mul_(-2.0);   // a change in place bumps the version: repacked
+  EXPECT_LT((run(1) - aten(1)).abs().max().item<float>(), 1e-4);
+  EXPECT_EQ(made, 2);
+  // Dilation 11 reaches past the 9x11 map: every off-centre tap reads padding, so the centre tap
+  // alone (a 1x1 conv, packed separately) gives the same values.
+  EXPECT_LT((run(11) - aten(11)).abs().max().item<float>(), 1e-4);
+  EXPECT_EQ(made, 3);
+  EXPECT_EQ(packed.weight.size(2), 1);
 }
 
 TEST(FastPaths, RetinaNetComputesTheSameWithAndWithoutThem) {

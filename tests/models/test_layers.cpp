@@ -143,7 +143,7 @@ TEST(StateDict, ReportsLoadedMissingUnexpectedAndShape) {
   EXPECT_THROW(detseg::read_state_dict((dir / "missing.pt").string()), detseg::Error);
 }
 
-// The RetinaNet subnets run in oneDNN's blocked layout at inference (conv2d_mkldnn with cached
+// The RetinaNet subnets run in oneDNN's blocked layout at inference (conv2d_any_layout with packed
 // weights); they must agree with the plain path, before and after the weights change.
 TEST(RetinaNetHead, OneDnnInferencePathMatchesPlainPathAndTracksWeightChanges) {
   at::manual_seed(4);

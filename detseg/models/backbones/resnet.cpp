@@ -139,17 +139,16 @@ void ResNetImpl::apply_freezing() {
 std::vector<at::Tensor> ResNetImpl::forward(const at::Tensor& images) {
   TORCH_CHECK(images.dim() == 4 && images.size(1) == 3, "ResNet: images must be [N, 3, H, W], got ",
               images.sizes());
-  // Inference runs the whole body in oneDNN's blocked layout (~25% less time on this CPU than
-  // reordering around every conv); the returned features are plain tensors again.
-  const bool blocked = mkldnn_inference_enabled(images, is_training());
-  at::Tensor x = conv2d_norm(conv1, bn1, blocked ? images.to_mkldnn() : images).relu_();
+  // The whole body is one run of convs (ops/fast_paths.h: at inference, oneDNN's blocked layout,
+  // ~25% less time on this CPU than reordering around every conv); the features come out plain.
+  at::Tensor x = conv2d_norm(conv1, bn1, to_fast_layout(images, is_training())).relu_();
   x = at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}, {1, 1});  // 2-d dilation: ONNX needs one per axis
   std::vector<at::Tensor> outs;
   const auto& wanted = options.returned_layers();
   const int64_t last = *std::max_element(wanted.begin(), wanted.end());
   for (int64_t s = 0; s < last; ++s) {
     for (auto& block : stages[s]) x = block->forward(x);
-    if (std::find(wanted.begin(), wanted.end(), s + 1) != wanted.end()) outs.push_back(blocked ? x.to_dense() : x);
+    if (std::find(wanted.begin(), wanted.end(), s + 1) != wanted.end()) outs.push_back(to_plain_layout(x));
   }
   return outs;
 }

@@ -23,9 +23,7 @@ AsppPoolingImpl::AsppPoolingImpl(int64_t in, int64_t out) {
 }
 
 at::Tensor AsppPoolingImpl::forward(const at::Tensor& x) {
-  // A blocked (oneDNN) x has no mean kernel; its average pooling is one, and the 1x1 map is tiny.
-  const at::Tensor pooled = x.is_mkldnn() ? at::adaptive_avg_pool2d(x, {1, 1}).to_dense() : x.mean({2, 3}, true);
-  at::Tensor y = conv2d_norm(conv, norm, pooled).relu_();
+  at::Tensor y = conv2d_norm(conv, norm, global_average_pool(x)).relu_();
   // Bilinear resize of a 1x1 map is a broadcast, with or without aligned corners.
   return y.expand({-1, -1, x.size(2), x.size(3)});
 }
@@ -52,19 +50,15 @@ AsppImpl::AsppImpl(const AsppOptions& options_) : options(options_) {
 }
 
 at::Tensor AsppImpl::forward(const at::Tensor& x_in) {
-  // Inference runs the convs in oneDNN's blocked layout with folded, cached weights (as ResNet's
-  // body): the input is reordered once instead of around each branch. Concatenation has no blocked
-  // kernel, so the branch outputs come back to the plain layout for it. The result is plain.
-  const bool blocked = x_in.is_mkldnn() || mkldnn_inference_enabled(x_in, is_training());
-  const at::Tensor x = blocked && !x_in.is_mkldnn() ? x_in.to_mkldnn() : x_in;
+  // The branches are one run of convs on the same input (ops/fast_paths.h: at inference the input
+  // is reordered once, not around each branch); concatenation needs the plain layout.
+  const at::Tensor x = to_fast_layout(x_in, is_training());
   std::vector<at::Tensor> outs;
   outs.reserve(branches.size() + 1);
-  for (auto& branch : branches) outs.push_back(blocked ? branch->forward(x).to_dense() : branch->forward(x));
+  for (auto& branch : branches) outs.push_back(to_plain_layout(branch->forward(x)));
   if (pooling) outs.push_back(pooling->forward(x));
-  at::Tensor y = at::cat(outs, 1);
-  if (blocked) return project->forward(y.to_mkldnn()).to_dense();  // dropout: identity at inference
-  y = project->forward(y);
-  return options.dropout() > 0 ? at::dropout(y, options.dropout(), is_training()) : y;
+  at::Tensor y = to_plain_layout(project->forward(to_fast_layout(at::cat(outs, 1), is_training())));
+  return options.dropout() > 0 && is_training() ? at::dropout(y, options.dropout(), true) : y;
 }
 
 DeepLabDecoderImpl::DeepLabDecoderImpl(const DeepLabDecoderOptions& options_) : options(options_) {
@@ -78,14 +72,11 @@ DeepLabDecoderImpl::DeepLabDecoderImpl(const DeepLabDecoderOptions& options_) : 
 }
 
 at::Tensor DeepLabDecoderImpl::forward(const at::Tensor& aspp_out, const at::Tensor& low_level) {
-  // Inference: the convs in oneDNN's blocked layout (see Aspp); upsampling and concatenation, which
-  // have no blocked kernels, in the plain one.
-  const bool blocked = mkldnn_inference_enabled(low_level, is_training());
-  at::Tensor low = blocked ? project->forward(low_level.to_mkldnn()).to_dense() : project->forward(low_level);
+  // Upsampling and concatenation run in the plain layout, the convs around them in the fast one.
+  at::Tensor low = to_plain_layout(project->forward(to_fast_layout(low_level, is_training())));
   at::Tensor up = at::upsample_bilinear2d(aspp_out, {low.size(2), low.size(3)}, /*align_corners=*/true);
   at::Tensor fused = at::cat({up, low}, 1);
-  if (blocked) return fuse1->forward(fuse0->forward(fused.to_mkldnn())).to_dense();
-  return fuse1->forward(fuse0->forward(fused));
+  return to_plain_layout(fuse1->forward(fuse0->forward(to_fast_layout(fused, is_training()))));
 }
 
 }  // namespace detseg

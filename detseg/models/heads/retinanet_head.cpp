@@ -45,31 +45,19 @@ RetinaNetSubnetImpl::RetinaNetSubnetImpl(const RetinaNetHeadOptions& options,
 at::Tensor RetinaNetSubnetImpl::forward(const std::vector<at::Tensor>& features) {
   std::vector<at::Tensor> outs;
   outs.reserve(features.size());
-  // Training (and plain-layout inference): each level through at::conv2d, the convs shared
-  // across levels.
-  if (!features.empty() && (!group_norms.empty() || !mkldnn_inference_enabled(features[0], is_training()))) {
-    auto shared_conv = [&](std::vector<at::Tensor> xs, torch::nn::Conv2d& conv) {
-      for (at::Tensor& x : xs) x = conv->forward(x);
-      return xs;
-    };
-    std::vector<at::Tensor> xs = features;
+  for (const at::Tensor& f : features) {
+    // Each level is one run of convs (shared across levels); GroupNorm has no blocked kernel, so a
+    // GroupNorm head stays in the plain layout.
+    at::Tensor x = group_norms.empty() ? to_fast_layout(f, is_training()) : f;
     for (size_t i = 0; i < convs.size(); ++i) {
-      xs = shared_conv(xs, convs[i]->conv);
-      for (at::Tensor& x : xs) {
-        if (!group_norms.empty()) x = group_norms[i]->forward(x);
+      if (group_norms.empty()) {
+        x = convs[i]->forward(x);
+      } else {
+        x = group_norms[i]->forward(convs[i]->conv->forward(x));
         apply_activation_(x, convs[i]->options.activation());
       }
     }
-    for (const at::Tensor& x : shared_conv(xs, predictor))
-      outs.push_back(flatten_dense_prediction(x, outputs_per_anchor));
-    return at::cat(outs, 1);
-  }
-  for (const at::Tensor& f : features) {
-    // At inference the subnet runs in oneDNN's blocked layout (no reorders around each conv).
-    const bool blocked = mkldnn_inference_enabled(f, is_training());
-    at::Tensor x = blocked ? f.to_mkldnn() : f;
-    for (auto& conv : convs) x = conv->forward(x);
-    x = blocked ? conv2d_mkldnn(predictor, packed_predictor, x).to_dense() : predictor->forward(x);
+    x = to_plain_layout(conv2d_any_layout(predictor, packed_predictor, x));
     outs.push_back(flatten_dense_prediction(x, outputs_per_anchor));
   }
   return at::cat(outs, 1);

@@ -41,7 +41,7 @@ class RetinaNetSubnetImpl : public torch::nn::Module {
   std::vector<ConvBnAct> convs;
   std::vector<torch::nn::GroupNorm> group_norms;  // one per conv, or none
   torch::nn::Conv2d predictor{nullptr};
-  PackedConvWeights packed_predictor;  // oneDNN inference path
+  PackedConvWeights packed_predictor;  // for the fast layout (conv2d_any_layout)
 };
 TORCH_MODULE(RetinaNetSubnet);
 

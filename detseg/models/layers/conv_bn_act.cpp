@@ -8,11 +8,11 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <utility>
 
 #include "detseg/ops/conv2d_fast.h"
-#include "detseg/ops/tracing.h"
+#include "detseg/ops/fast_paths.h"
+#include "detseg/ops/packed_conv.h"
 
 namespace detseg {
 
@@ -59,50 +59,24 @@ std::pair<at::Tensor, at::Tensor> folded_affine(const Norm2dImpl& norm) {
   return {scale, norm.bias - norm.running_mean * scale};
 }
 
-// Runs `conv` (with its weight/bias replaced by make_weights() = {weight, bias}) on x in oneDNN's
-// layout, the weights reordered once into `packed` and rebuilt when any tensor in `sources` changes.
-// A dilated 3x3 conv (stride 1) whose off-centre taps lie wholly in the zero padding, because the
-// dilation reaches the input's height and width (ASPP's rate 36 on a 32x32 map), equals its centre
-// tap as a 1x1 conv (centre_tap_applies): the same values for 1/9 of the work.
-template <typename MakeWeights>
-at::Tensor packed_mkldnn_conv(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x,
-                              at::IntArrayRef padding, std::initializer_list<const at::Tensor*> sources,
-                              MakeWeights make_weights) {
-  const auto& dilation = *conv->options.dilation();
-  const auto& stride = *conv->options.stride();
-  const bool centre_tap = centre_tap_applies(x, conv->weight, stride, padding, dilation);
-  std::vector<std::pair<const void*, uint32_t>> made_from;
-  for (const at::Tensor* t : sources) made_from.emplace_back(t->data_ptr(), t->_version());
-  made_from.emplace_back(nullptr, centre_tap ? 1u : 0u);  // which of the two packings is cached
-  const std::array<int64_t, 2> no_padding = {0, 0}, unit = {1, 1};
-  const at::IntArrayRef pad = centre_tap ? at::IntArrayRef(no_padding) : padding;
-  const at::IntArrayRef dil = centre_tap ? at::IntArrayRef(unit) : dilation;
-  if (!packed.weight.defined() || packed.made_from != made_from) {
-    auto [weight, bias] = make_weights();
-    if (centre_tap) weight = weight.slice(2, 1, 2).slice(3, 1, 2).contiguous();
-    packed.weight = at::mkldnn_reorder_conv2d_weight(weight.to_mkldnn(), pad, stride, dil, conv->options.groups());
-    packed.bias = bias.contiguous();
-    packed.made_from = std::move(made_from);
-  }
-  return at::mkldnn_convolution(x, packed.weight, packed.bias, pad, stride, dil, conv->options.groups());
-}
-
 // Every conv here pads dilation * (k - 1) / 2 (make_conv2d, ResNet's 7x7 stem with 3).
 std::array<int64_t, 2> same_padding(const torch::nn::Conv2d& conv) {
   const auto& d = *conv->options.dilation();
   return {d[0] * (conv->weight.size(2) - 1) / 2, d[1] * (conv->weight.size(3) - 1) / 2};
 }
 
-at::Tensor conv2d_norm_mkldnn(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x,
+at::Tensor conv2d_norm_packed(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x,
                               at::IntArrayRef padding) {
   TORCH_CHECK(norm && (norm->options.frozen() || !norm->is_training()) && !conv->options.bias(),
               "conv2d_norm: the oneDNN inference path needs a bias-free conv and a frozen or eval-mode norm");
-  return packed_mkldnn_conv(
-      conv, norm->packed_conv, x, padding,
-      {&conv->weight, &norm->weight, &norm->bias, &norm->running_mean, &norm->running_var}, [&] {
+  return conv2d_packed(
+      x, conv->weight, *conv->options.stride(), padding, *conv->options.dilation(), conv->options.groups(),
+      {&conv->weight, &norm->weight, &norm->bias, &norm->running_mean, &norm->running_var},
+      [&] {
         const auto [scale, shift] = folded_affine(*norm);
         return std::pair<at::Tensor, at::Tensor>{conv->weight * scale.view({-1, 1, 1, 1}), shift};
-      });
+      },
+      norm->packed_conv);
 }
 
 // A trained conv followed by a frozen norm. The forward pass folds the norm's scale into the
@@ -156,7 +130,7 @@ class FrozenNormConv : public torch::autograd::Function<FrozenNormConv> {
 
 at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x) {
   const std::array<int64_t, 2> padding = same_padding(conv);
-  if (x.is_mkldnn()) return conv2d_norm_mkldnn(conv, norm, x, padding);
+  if (in_fast_layout(x)) return conv2d_norm_packed(conv, norm, x, padding);
   if (!norm || !norm->options.frozen()) {
     at::Tensor y = conv2d_fast(x, conv->weight, conv->options.bias() ? conv->bias : at::Tensor(),
                                *conv->options.stride(), padding, *conv->options.dilation(), conv->options.groups());
@@ -172,10 +146,14 @@ at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& 
                      conv->options.groups());
 }
 
-at::Tensor conv2d_mkldnn(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x) {
-  TORCH_CHECK(x.is_mkldnn() && conv->options.bias(), "conv2d_mkldnn: needs an x in oneDNN's layout and a conv with bias");
-  return packed_mkldnn_conv(conv, packed, x, same_padding(conv), {&conv->weight, &conv->bias},
-                            [&] { return std::pair<at::Tensor, at::Tensor>{conv->weight, conv->bias}; });
+at::Tensor conv2d_any_layout(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x) {
+  if (!in_fast_layout(x))
+    return conv2d_fast(x, conv->weight, conv->options.bias() ? conv->bias : at::Tensor(), *conv->options.stride(),
+                       same_padding(conv), *conv->options.dilation(), conv->options.groups());
+  TORCH_CHECK(conv->options.bias(), "conv2d_any_layout: the blocked-layout path needs a conv with bias");
+  return conv2d_packed(x, conv->weight, *conv->options.stride(), same_padding(conv), *conv->options.dilation(),
+                       conv->options.groups(), {&conv->weight, &conv->bias},
+                       [&] { return std::pair<at::Tensor, at::Tensor>{conv->weight, conv->bias}; }, packed);
 }
 
 ConvBnActImpl::ConvBnActImpl(const ConvBnActOptions& options_) : options(options_) {
@@ -191,7 +169,7 @@ ConvBnActImpl::ConvBnActImpl(const ConvBnActOptions& options_) : options(options
 }
 
 at::Tensor ConvBnActImpl::forward(const at::Tensor& x) {
-  at::Tensor y = x.is_mkldnn() && !norm ? conv2d_mkldnn(conv, packed_conv, x) : conv2d_norm(conv, norm, x);
+  at::Tensor y = norm ? conv2d_norm(conv, norm, x) : conv2d_any_layout(conv, packed_conv, x);
   return apply_activation_(y, options.activation());
 }
 

@@ -9,6 +9,7 @@
 
 #include "detseg/models/layers/frozen_batch_norm.h"
 #include "detseg/ops/fast_paths.h"
+#include "detseg/ops/packed_conv.h"
 
 namespace detseg {
 
@@ -42,7 +43,7 @@ class ConvBnActImpl : public torch::nn::Module {
   ConvBnActOptions options;
   torch::nn::Conv2d conv{nullptr};
   Norm2d norm{nullptr};  // null when options.norm() is false
-  PackedConvWeights packed_conv;  // without a norm: conv's weights in oneDNN's layout (inference only)
+  PackedConvWeights packed_conv;  // without a norm: the conv's weights for the fast layout (inference only)
 };
 TORCH_MODULE(ConvBnAct);
 
@@ -51,15 +52,14 @@ TORCH_MODULE(ConvBnAct);
 // backward; gradients still reach conv.weight through the fold, which the backward pass recomputes
 // rather than keeping a folded copy of every trained weight alive. Same values up to rounding.
 // Assumes "same" padding dilation * (k - 1) / 2, as make_conv2d builds.
-// An x in oneDNN's layout (x.is_mkldnn(), inference only, see mkldnn_inference_enabled) gives a
-// result in that layout, computed with the folded weights cached in `norm` (which must be frozen
-// or in eval mode). There a stride-1 dilated 3x3 conv whose dilation reaches x's height and width
-// runs as its centre tap (1x1): its other taps only ever read the zero padding.
+// An x in the fast layout (in_fast_layout, inference only, see to_fast_layout) gives a result in
+// that layout, computed with the folded weights packed once into `norm->packed_conv` (the norm must
+// be frozen or in eval mode; ops/packed_conv.h).
 at::Tensor conv2d_norm(torch::nn::Conv2d& conv, Norm2d& norm, const at::Tensor& x);
 
-// conv(x) for an x in oneDNN's layout (inference only) and a conv with bias and "same" padding: the
-// weights are reordered once into `packed` and rebuilt when the conv's weight or bias changes.
-at::Tensor conv2d_mkldnn(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x);
+// conv(x) in either layout, for a conv with "same" padding: a plain x through conv2d_fast, an x in
+// the fast layout through weights packed once into `packed` (the conv must have a bias).
+at::Tensor conv2d_any_layout(torch::nn::Conv2d& conv, PackedConvWeights& packed, const at::Tensor& x);
 
 
 // Plain conv with torchvision-style "same" padding dilation * (k - 1) / 2.

@@ -7,8 +7,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "detseg/models/layers/sync_batch_norm.h"
-#include <utility>
-#include <vector>
+#include "detseg/ops/packed_conv.h"
 
 namespace detseg {
 
@@ -23,14 +22,6 @@ struct Norm2dOptions {
 // Parameter names equal torch's: weight, bias, running_mean, running_var (+ num_batches_tracked
 // when trainable). Frozen: weight and bias are buffers, so they are not counted as parameters and
 // never trained, exactly as torchvision's FrozenBatchNorm2d; train() does not change it.
-// oneDNN weights for inference (see conv2d_norm): a conv's weight with the following norm's affine
-// folded in, reordered once to oneDNN's blocked layout, and the (data, version) of every tensor it
-// was made from, so any change to the parameters (training, loading) rebuilds it.
-struct PackedConvWeights {
-  at::Tensor weight, bias;
-  std::vector<std::pair<const void*, uint32_t>> made_from;
-};
-
 class Norm2dImpl : public torch::nn::Module {
  public:
   explicit Norm2dImpl(const Norm2dOptions& options);
@@ -43,7 +34,7 @@ class Norm2dImpl : public torch::nn::Module {
   // Set (by dist::DataParallel, train.distributed.sync_batch_norm) on trainable layers of a
   // data-parallel job: training then normalises over the global batch (sync_batch_norm).
   ReplicaSum replica_sum;
-  PackedConvWeights packed_conv;  // the preceding conv, folded with this norm (inference only)
+  PackedConvWeights packed_conv;  // the preceding conv folded with this norm, for the fast layout (conv2d_norm)
 };
 TORCH_MODULE(Norm2d);
 

@@ -95,4 +95,17 @@ std::pair<ModelLosses, std::vector<at::Tensor>> SemanticSegmenterImpl::losses_an
   return {losses, maps};
 }
 
+// DeepLabHead: classifier.0 the ASPP, .1 and .2 the 3x3 conv and its norm (model.deeplab.head_conv),
+// .4 the 1x1 classifier.
+std::string SemanticSegmenterImpl::torchvision_name(const std::string& name) const {
+  if (network_->options.decoder()) return name;
+  static const std::pair<const char*, const char*> kPrefixes[] = {{"aspp.", "classifier.0."},
+                                                                  {"head_conv.0.", "classifier.1."},
+                                                                  {"head_conv.1.", "classifier.2."},
+                                                                  {"classifier.", "classifier.4."}};
+  for (const auto& [ours, theirs] : kPrefixes)
+    if (name.rfind(ours, 0) == 0) return theirs + name.substr(std::char_traits<char>::length(ours));
+  return name;
+}
+
 }  // namespace detseg

@@ -36,6 +36,8 @@ class SemanticSegmenterImpl : public SegmenterImpl {
   std::vector<std::string> network_output_names() const override { return {"logits"}; }
   std::vector<at::Tensor> network_outputs(const at::Tensor& images) override { return {run_network(images)}; }
   void use_network(NetworkFunction network) override { exported_ = std::move(network); }
+  // Without a decoder (DeepLabv3) the head is torchvision's DeepLabHead under other names.
+  std::string torchvision_name(const std::string& name) const override;
 
   // Class probabilities [1, K, out_h, out_w] of one normalised image [1, 3, h, w], averaged over
   // the eval scales and flips.

@@ -1,0 +1,54 @@
+// Implements: the config rules that belong to one model type, named by its config/parts.def line
+// (config/registry.cpp declares them from there). check_consistency (config.cpp) applies the shared
+// rules first, then the model's own.
+#include <cstdint>
+#include <string>
+
+#include "detseg/config/config.h"
+#include "detseg/core/error.h"
+
+namespace detseg {
+namespace {
+
+// model.head_norm is read by RetinaNet's head only: GroupNorm(32) after each subnet conv.
+void check_head_norm(const PipelineConfig& c, const std::string& at, bool reads_it) {
+  DETSEG_CONFIG_CHECK(c.model.head_norm == "none" || (reads_it && c.model.fpn_channels % 32 == 0), at,
+                      "model.head_norm: group_norm is for RetinaNet with model.fpn_channels a multiple of 32 (32 "
+                      "groups), got ", c.model.type, " with ", c.model.fpn_channels, " channels");
+}
+
+}  // namespace
+
+void check_retinanet_config(const PipelineConfig& c, const std::string& at) { check_head_norm(c, at, true); }
+
+void check_efficientdet_config(const PipelineConfig& c, const std::string& at) {
+  check_head_norm(c, at, false);
+  // BiFPN resamples levels by exact factors of 2; ResNet + FPN take any size, as in torchvision.
+  DETSEG_CONFIG_CHECK(c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at, "model.image_size (",
+                      c.model.image_size, ") must be a multiple of 2^max_level = ", int64_t(1) << c.model.max_level,
+                      " for EfficientDet");
+}
+
+void check_faster_rcnn_model_config(const PipelineConfig& c, const std::string& at) {
+  check_head_norm(c, at, false);
+  check_faster_rcnn_config(c.model.faster_rcnn, /*masks=*/false, at);
+}
+
+void check_mask_rcnn_config(const PipelineConfig& c, const std::string& at) {
+  check_head_norm(c, at, false);
+  check_faster_rcnn_config(c.model.faster_rcnn, /*masks=*/true, at);
+}
+
+void check_deeplabv3_config(const PipelineConfig& c, const std::string& at) {
+  check_head_norm(c, at, false);
+  const int64_t os = c.model.deeplab.output_stride;
+  DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, at, "model.deeplab.output_stride: expected 8, 16 or 32, got ", os);
+}
+
+void check_deeplabv3plus_config(const PipelineConfig& c, const std::string& at) {
+  check_deeplabv3_config(c, at);
+  DETSEG_CONFIG_CHECK(!c.model.deeplab.head_conv || c.model.deeplab.low_level_channels == 0, at,
+                      "model.deeplab.head_conv: deeplabv3 only (deeplabv3plus's decoder has its own 3x3 convs)");
+}
+
+}  // namespace detseg
