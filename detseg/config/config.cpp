@@ -349,9 +349,14 @@ void visit_eval(V& v, EvalConfig& c) {
           "at the end of `detseg train`)");
   v.field("on_train", c.on_train, range(0),
           "Also evaluate the first N train_input images (unaugmented), logged as the set \"train\" (0: off)");
-  v.field("metric", c.metric, one_of({"", "coco", "voc", "miou"}),
-          "coco (COCO AP, + mask AP for mask_rcnn) or voc (PASCAL VOC AP at IoU 0.5) for detectors; miou for "
-          "segmenters; empty: coco or miou");
+  std::vector<std::string> metrics = {""};
+  std::string metric_doc;
+  for (const EvaluatorInfo& e : evaluators()) {
+    metrics.push_back(e.name);
+    metric_doc += e.name + (e.label_maps ? " [segmenters]: " : " [detectors]: ") + e.description + "; ";
+  }
+  metric_doc += "empty: coco for detectors, miou for segmenters";
+  v.field("metric", c.metric, one_of(metrics), metric_doc.c_str());
   v.field("voc_use_07_metric", c.voc_use_07_metric, any(),
           "metric voc: VOC2007's 11-point interpolated AP instead of the all-point area (VOC2010+)");
 }
@@ -861,10 +866,13 @@ void check_consistency(const PipelineConfig& c) {
                       "model.pixel_mean and model.pixel_std need 3 values (RGB)");
   DETSEG_CONFIG_CHECK(c.train_input.scale_min <= c.train_input.scale_max, at,
                       "train_input.scale_min must not exceed train_input.scale_max");
-  DETSEG_CONFIG_CHECK(!segmenter || c.eval.metric.empty() || c.eval.metric == "miou", at, "eval.metric: ", c.eval.metric,
-                      " scores detections; a segmentation model takes miou");
-  DETSEG_CONFIG_CHECK(c.eval.metric != "miou" || segmenter, at,
-                      "eval.metric: miou scores label maps; a detector takes coco or voc");
+  if (const EvaluatorInfo* metric = find_evaluator(c.eval.metric); metric && metric->label_maps != segmenter) {
+    std::string fitting;
+    for (const EvaluatorInfo& e : evaluators())
+      if (e.label_maps == segmenter) fitting += (fitting.empty() ? "" : " or ") + e.name;
+    throw ConfigError(at + "eval.metric: " + c.eval.metric + " scores " + (metric->label_maps ? "label maps" : "detections") +
+                      "; a " + (segmenter ? "segmentation model" : "detector") + " takes " + fitting);
+  }
   if (type->check) type->check(c, at);  // the model's own rules (config/model_checks.cpp)
   {
     const std::string& d = c.device;

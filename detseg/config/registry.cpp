@@ -11,7 +11,9 @@ namespace detseg {
 #define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
   void check(const PipelineConfig& config, const std::string& at);
 #define DETSEG_BACKBONE(name, family, builder, description)
+#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
+#undef DETSEG_EVALUATOR
 #undef DETSEG_BACKBONE
 #undef DETSEG_MODEL
 
@@ -28,7 +30,9 @@ std::deque<BackboneInfo>& backbone_table() {
   static std::deque<BackboneInfo> table = {
 #define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
 #define DETSEG_BACKBONE(name, family, builder, description) {name, family, description},
+#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
+#undef DETSEG_EVALUATOR
 #undef DETSEG_BACKBONE
 #undef DETSEG_MODEL
   };
@@ -40,7 +44,9 @@ std::deque<ModelTypeInfo>& model_table() {
 #define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
   {type, kind, masks, words(backbones), scope, pad, check, description},
 #define DETSEG_BACKBONE(name, family, builder, description)
+#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
+#undef DETSEG_EVALUATOR
 #undef DETSEG_BACKBONE
 #undef DETSEG_MODEL
   };
@@ -52,6 +58,25 @@ std::deque<ModelTypeInfo>& model_table() {
 const std::deque<ModelTypeInfo>& model_types() { return model_table(); }
 
 const std::deque<BackboneInfo>& backbones() { return backbone_table(); }
+
+const std::vector<EvaluatorInfo>& evaluators() {
+  static const std::vector<EvaluatorInfo> table = {
+#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
+#define DETSEG_BACKBONE(name, family, builder, description)
+#define DETSEG_EVALUATOR(name, scores, maker, description) {name, std::string(scores) == "label_maps", description},
+#include "detseg/config/parts.def"
+#undef DETSEG_EVALUATOR
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+  };
+  return table;
+}
+
+const EvaluatorInfo* find_evaluator(const std::string& name) {
+  for (const EvaluatorInfo& e : evaluators())
+    if (e.name == name) return &e;
+  return nullptr;
+}
 
 const ModelTypeInfo* find_model_type(const std::string& type) {
   for (const ModelTypeInfo& t : model_types())

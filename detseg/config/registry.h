@@ -39,7 +39,16 @@ struct BackboneInfo {
 };
 
 // Built-in, then those added (deques: what find_* returns stays valid when a part is added).
+// One DETSEG_EVALUATOR line: an eval.metric name and what it scores.
+struct EvaluatorInfo {
+  std::string name;
+  bool label_maps = false;  // scores segmenters' label maps (else detectors' detections)
+  std::string description;
+};
+
 const std::deque<ModelTypeInfo>& model_types();
+const std::vector<EvaluatorInfo>& evaluators();
+const EvaluatorInfo* find_evaluator(const std::string& name);
 const std::deque<BackboneInfo>& backbones();
 // nullptr when unknown.
 const ModelTypeInfo* find_model_type(const std::string& type);

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "detseg/config/registry.h"
 #include "detseg/core/error.h"
 #include "detseg/core/progress.h"
 #include "detseg/core/stop_signal.h"
@@ -94,34 +95,47 @@ int64_t images_in_shard(int64_t size, const LoaderOptions& o) {
   return (n + o.world_size - 1) / o.world_size;
 }
 
-// The evaluators eval.metric names: one entry each. `segmentation`: it scores label maps.
-struct EvaluatorEntry {
-  const char* name;
-  bool segmentation;
-  std::unique_ptr<Evaluator> (*make)(const PipelineConfig& config, const InputData& data, bool per_class);
-};
+}  // namespace
 
-const EvaluatorEntry kEvaluators[] = {
-    {"coco", false,
-     [](const PipelineConfig& config, const InputData& data, bool per_class) -> std::unique_ptr<Evaluator> {
-       CocoEvaluatorOptions o;
-       o.params.use_categories = !config.eval.class_agnostic;
-       o.segm = uses_instance_masks(config.model);
-       o.per_class_text = per_class;
-       return std::make_unique<CocoEvaluator>(data.detection->coco(), o);
-     }},
-    {"voc", false,
-     [](const PipelineConfig& config, const InputData& data, bool) -> std::unique_ptr<Evaluator> {
-       VocEvalOptions o;
-       o.use_07_metric = config.eval.voc_use_07_metric;
-       return std::make_unique<VocEvaluator>(data.detection->coco(), o);
-     }},
-    {"miou", true,
-     [](const PipelineConfig&, const InputData& data, bool) -> std::unique_ptr<Evaluator> {
-       return std::make_unique<SemSegEvaluator>(data.num_classes, kIgnoreLabel, MeanIouConvention::kNonEmptyUnion,
-                                                data.class_names);
-     }},
-};
+// The makers of config/parts.def's DETSEG_EVALUATOR lines (eval.metric).
+
+std::unique_ptr<Evaluator> make_coco_evaluator(const PipelineConfig& config, const InputData& data, bool per_class) {
+  CocoEvaluatorOptions o;
+  o.params.use_categories = !config.eval.class_agnostic;
+  o.segm = uses_instance_masks(config.model);
+  o.per_class_text = per_class;
+  return std::make_unique<CocoEvaluator>(data.detection->coco(), o);
+}
+
+std::unique_ptr<Evaluator> make_voc_evaluator(const PipelineConfig& config, const InputData& data, bool) {
+  VocEvalOptions o;
+  o.use_07_metric = config.eval.voc_use_07_metric;
+  return std::make_unique<VocEvaluator>(data.detection->coco(), o);
+}
+
+std::unique_ptr<Evaluator> make_miou_evaluator(const PipelineConfig&, const InputData& data, bool) {
+  return std::make_unique<SemSegEvaluator>(data.num_classes, kIgnoreLabel, MeanIouConvention::kNonEmptyUnion,
+                                           data.class_names);
+}
+
+namespace {
+
+using EvaluatorMaker = std::unique_ptr<Evaluator> (*)(const PipelineConfig&, const InputData&, bool per_class);
+
+EvaluatorMaker evaluator_maker(const std::string& name) {
+  static const std::pair<const char*, EvaluatorMaker> kMakers[] = {
+#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
+#define DETSEG_BACKBONE(name, family, builder, description)
+#define DETSEG_EVALUATOR(name, scores, maker, description) {name, maker},
+#include "detseg/config/parts.def"
+#undef DETSEG_EVALUATOR
+#undef DETSEG_BACKBONE
+#undef DETSEG_MODEL
+  };
+  for (const auto& [entry, maker] : kMakers)
+    if (name == entry) return maker;
+  throw ConfigError("eval.metric: unknown metric " + name);
+}
 
 // eval.metric's evaluator (empty: coco for detection data, miou for label maps). Without metrics
 // (--no-metrics), detections are only collected, for a results file.
@@ -136,13 +150,11 @@ std::unique_ptr<Evaluator> make_evaluator(const PipelineConfig& config, const In
     return std::make_unique<CocoEvaluator>(data.detection->coco(), o);
   }
   const std::string name = !config.eval.metric.empty() ? config.eval.metric : segmentation ? "miou" : "coco";
-  for (const EvaluatorEntry& e : kEvaluators)
-    if (name == e.name) {
-      DETSEG_CONFIG_CHECK(e.segmentation == segmentation, "eval.metric: ", name, " does not score ",
-                          segmentation ? "label maps" : "detections");
-      return e.make(config, data, per_class);
-    }
-  throw ConfigError("eval.metric: unknown metric " + name);
+  const EvaluatorInfo* info = find_evaluator(name);
+  DETSEG_CONFIG_CHECK(info != nullptr, "eval.metric: unknown metric ", name);
+  DETSEG_CONFIG_CHECK(info->label_maps == segmentation, "eval.metric: ", name, " does not score ",
+                      segmentation ? "label maps" : "detections");
+  return evaluator_maker(name)(config, data, per_class);
 }
 
 // Image b's detections as COCO results: xywh in original pixels, the file's category ids, RLE masks.

@@ -12,7 +12,9 @@ namespace detseg {
   std::shared_ptr<ModelImpl> builder(const PipelineConfig& config);
 #define DETSEG_BACKBONE(name, family, builder, description) \
   std::shared_ptr<BackboneImpl> builder(const std::string& backbone, const BackboneOptions& options);
+#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
+#undef DETSEG_EVALUATOR
 #undef DETSEG_BACKBONE
 #undef DETSEG_MODEL
 
@@ -22,7 +24,9 @@ std::map<std::string, BackboneBuilder>& backbone_builders() {
   static std::map<std::string, BackboneBuilder> table = {
 #define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
 #define DETSEG_BACKBONE(name, family, builder, description) {name, builder},
+#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
+#undef DETSEG_EVALUATOR
 #undef DETSEG_BACKBONE
 #undef DETSEG_MODEL
   };
@@ -33,7 +37,9 @@ std::map<std::string, ModelBuilder>& model_builders() {
   static std::map<std::string, ModelBuilder> table = {
 #define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) {type, builder},
 #define DETSEG_BACKBONE(name, family, builder, description)
+#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
+#undef DETSEG_EVALUATOR
 #undef DETSEG_BACKBONE
 #undef DETSEG_MODEL
   };

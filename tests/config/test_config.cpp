@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "detseg/config/config.h"
+#include "detseg/config/registry.h"
 #include "detseg/core/error.h"
 
 using detseg::ConfigError;
@@ -129,6 +130,38 @@ TEST(Config, ConsistencyChecks) {
   EXPECT_NE(error_of("model: {type: deeplabv3plus, num_classes: 2, deeplab: {head_conv: true}}\n")
                 .find("model.deeplab.head_conv: deeplabv3 only"),
             std::string::npos);
+}
+
+TEST(Config, EvalMetricsAndModelRulesComeFromThePartTables) {
+  // eval.metric: the DETSEG_EVALUATOR lines, each for the model kind it scores.
+  std::vector<std::string> names;
+  for (const detseg::EvaluatorInfo& e : detseg::evaluators()) {
+    names.push_back(e.name);
+    const std::string model = e.label_maps ? "deeplabv3" : "retinanet";
+    EXPECT_EQ(error_of("model: {type: " + model + ", num_classes: 2}\neval: {metric: " + e.name + "}\n"), "no error")
+        << e.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"coco", "voc", "miou"}));
+  // A model's own rules (its line's check, config/model_checks.cpp): RetinaNet's GroupNorm head needs
+  // channels in 32 groups; other models do not read head_norm and refuse it.
+  EXPECT_EQ(error_of("model: {type: retinanet, num_classes: 2, fpn_channels: 64, head_norm: group_norm}\n"), "no error");
+  EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2, fpn_channels: 48, head_norm: group_norm}\n")
+                .find("model.head_norm: group_norm is for RetinaNet with model.fpn_channels a multiple of 32 (32 groups), "
+                      "got retinanet with 48 channels"),
+            std::string::npos);
+  EXPECT_NE(error_of("model: {type: faster_rcnn, num_classes: 2, head_norm: group_norm}\n")
+                .find("got faster_rcnn with 256 channels"),
+            std::string::npos);
+  // What the engine asks of a model type, from its line.
+  EXPECT_TRUE(detseg::find_model_type("mask_rcnn")->instance_masks);
+  EXPECT_FALSE(detseg::find_model_type("faster_rcnn")->instance_masks);
+  EXPECT_EQ(detseg::find_model_type("retinanet")->backbone_scope, "backbone.body.");
+  detseg::ModelConfig m;
+  m.type = "efficientdet";
+  m.max_level = 7;
+  EXPECT_EQ(detseg::keep_aspect_size_divisibility(m), 128);  // 2^max_level: BiFPN halves exactly
+  m.type = "retinanet";
+  EXPECT_EQ(detseg::keep_aspect_size_divisibility(m), 32);
 }
 
 TEST(Config, ResolvedYamlRoundTrips) {
