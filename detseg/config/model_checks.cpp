@@ -17,11 +17,21 @@ void check_head_norm(const PipelineConfig& c, const std::string& at, bool reads_
                       "groups), got ", c.model.type, " with ", c.model.fpn_channels, " channels");
 }
 
+// The RetinaNet and EfficientDet networks have their pyramid levels built in.
+void check_p3_to_p7(const PipelineConfig& c, const std::string& at) {
+  DETSEG_CONFIG_CHECK(c.model.min_level == 3 && c.model.max_level == 7, at,
+                      "model.min_level/max_level: the RetinaNet and EfficientDet networks produce P3-P7");
+}
+
 }  // namespace
 
-void check_retinanet_config(const PipelineConfig& c, const std::string& at) { check_head_norm(c, at, true); }
+void check_retinanet_config(const PipelineConfig& c, const std::string& at) {
+  check_p3_to_p7(c, at);
+  check_head_norm(c, at, true);
+}
 
 void check_efficientdet_config(const PipelineConfig& c, const std::string& at) {
+  check_p3_to_p7(c, at);
   check_head_norm(c, at, false);
   // BiFPN resamples levels by exact factors of 2; ResNet + FPN take any size, as in torchvision.
   DETSEG_CONFIG_CHECK(c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at, "model.image_size (",

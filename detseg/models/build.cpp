@@ -43,11 +43,6 @@ DenseDetectorOptions dense_detector_options(const PipelineConfig& config) {
 
 namespace {
 
-void check_dense_levels(const PipelineConfig& config) {
-  DETSEG_CONFIG_CHECK(config.model.min_level == 3 && config.model.max_level == 7, location(config.source),
-                      "model.min_level/max_level: the RetinaNet and EfficientDet networks produce P3-P7");
-}
-
 int64_t dense_num_anchors(const ModelConfig& m) { return m.num_scales * static_cast<int64_t>(m.aspect_ratios.size()); }
 
 int64_t resnet_depth(const std::string& backbone, const std::string& source) {
@@ -134,7 +129,6 @@ std::shared_ptr<ModelImpl> build_deeplabv3plus(const PipelineConfig& config) { r
 
 std::shared_ptr<ModelImpl> build_retinanet(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
-  check_dense_levels(config);
   RetinaNetNetworkOptions net_options(m.num_classes);
   net_options.depth(resnet_depth(m.backbone, config.source))
       .frozen_bn(m.frozen_batch_norm)
@@ -149,7 +143,6 @@ std::shared_ptr<ModelImpl> build_retinanet(const PipelineConfig& config) {
 
 std::shared_ptr<ModelImpl> build_efficientdet(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
-  check_dense_levels(config);
   EfficientDetNetworkOptions net_options(m.efficientdet[1] - '0', m.num_classes);
   net_options.num_anchors(dense_num_anchors(m));
   net_options.bn_momentum(m.batch_norm_momentum);

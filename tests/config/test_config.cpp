@@ -152,6 +152,10 @@ TEST(Config, EvalMetricsAndModelRulesComeFromThePartTables) {
   EXPECT_NE(error_of("model: {type: faster_rcnn, num_classes: 2, head_norm: group_norm}\n")
                 .find("got faster_rcnn with 256 channels"),
             std::string::npos);
+  // RetinaNet's and EfficientDet's networks have P3-P7 built in: other levels fail at parse time.
+  EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2, min_level: 4}\n")
+                .find("model.min_level/max_level: the RetinaNet and EfficientDet networks produce P3-P7"),
+            std::string::npos);
   // What the engine asks of a model type, from its line.
   EXPECT_TRUE(detseg::find_model_type("mask_rcnn")->instance_masks);
   EXPECT_FALSE(detseg::find_model_type("faster_rcnn")->instance_masks);
