@@ -244,8 +244,20 @@ void visit_model(V& v, ModelConfig& c) {
           "IoU below which an anchor is negative; between the two it is ignored");
   v.field("focal_alpha", c.focal_alpha, range(0, 1), "Focal loss alpha");
   v.field("focal_gamma", c.focal_gamma, range(0, 10), "Focal loss gamma");
+  std::vector<std::string> box_loss_names;
+  std::string box_loss_doc = "RetinaNet/EfficientDet box regression loss:";
+  std::string weights_doc = "Weight of the box loss in the total; -1: the box loss's own (";
+  for (const BoxLossInfo& b : box_losses()) {
+    box_loss_names.push_back(b.name);
+    box_loss_doc += " " + b.name + ": " + b.description + ";";
+    weights_doc += (box_loss_names.size() > 1 ? ", " : "") + b.name + " " + str(b.default_weight);
+  }
+  box_loss_doc.back() = ' ';
+  box_loss_doc += "(docs/models.md)";
+  weights_doc += ")";
+  v.field("box_loss", c.box_loss, one_of(box_loss_names), box_loss_doc.c_str());
   v.field("huber_delta", c.huber_delta, range(1e-6, 10), "Huber box loss delta");
-  v.field("box_loss_weight", c.box_loss_weight, range(0, 1e6), "Weight of the box loss in the total");
+  v.field("box_loss_weight", c.box_loss_weight, range(-1, 1e6), weights_doc.c_str());
   v.field("pixel_mean", c.pixel_mean, items(3, 3, range(0, 1)), "Per-channel mean of RGB in [0,1]");
   v.field("pixel_std", c.pixel_std, items(3, 3, range(1e-6, 10)), "Per-channel std of RGB in [0,1]");
   v.section("deeplab", [&] { visit_deeplab(v, c.deeplab); });
@@ -856,6 +868,8 @@ void check_consistency(const PipelineConfig& c) {
                       ") must not exceed model.max_level (", c.model.max_level, ")");
   DETSEG_CONFIG_CHECK(c.model.unmatched_threshold <= c.model.matched_threshold, at,
                       "model.unmatched_threshold must not exceed model.matched_threshold");
+  DETSEG_CONFIG_CHECK(c.model.box_loss_weight == -1 || c.model.box_loss_weight >= 0, at,
+                      "model.box_loss_weight: -1 (the box loss's own weight) or >= 0, got ", c.model.box_loss_weight);
   DETSEG_CONFIG_CHECK(c.model.resizer != "keep_aspect" || c.model.min_dimension <= c.model.max_dimension, at,
                       "model.min_dimension (", c.model.min_dimension, ") must not exceed model.max_dimension (",
                       c.model.max_dimension, ")");

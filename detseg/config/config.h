@@ -132,8 +132,9 @@ struct ModelConfig {
   double unmatched_threshold = 0.4;
   double focal_alpha = 0.25;
   double focal_gamma = 2.0;
+  std::string box_loss = "huber";     // a DETSEG_BOX_LOSS line of config/parts.def
   double huber_delta = 0.1;
-  double box_loss_weight = 50.0;
+  double box_loss_weight = -1;        // -1: box_loss's default weight (box_loss_weight_of)
   std::vector<double> pixel_mean = {0.485, 0.456, 0.406};
   std::vector<double> pixel_std = {0.229, 0.224, 0.225};
   DeepLabConfig deeplab;              // model.deeplab.*

@@ -17,6 +17,14 @@ void check_head_norm(const PipelineConfig& c, const std::string& at, bool reads_
                       "groups), got ", c.model.type, " with ", c.model.fpn_channels, " channels");
 }
 
+// model.box_loss (and its weight) is read by the dense detectors only; the others have their own
+// box terms (model.faster_rcnn.*_loss_weight) or none.
+void check_box_loss_unused(const PipelineConfig& c, const std::string& at) {
+  DETSEG_CONFIG_CHECK(c.model.box_loss == "huber" && c.model.box_loss_weight == -1, at,
+                      "model.box_loss/box_loss_weight are RetinaNet's and EfficientDet's; ", c.model.type,
+                      " does not read them");
+}
+
 // The RetinaNet and EfficientDet networks have their pyramid levels built in.
 void check_p3_to_p7(const PipelineConfig& c, const std::string& at) {
   DETSEG_CONFIG_CHECK(c.model.min_level == 3 && c.model.max_level == 7, at,
@@ -41,16 +49,19 @@ void check_efficientdet_config(const PipelineConfig& c, const std::string& at) {
 
 void check_faster_rcnn_model_config(const PipelineConfig& c, const std::string& at) {
   check_head_norm(c, at, false);
+  check_box_loss_unused(c, at);
   check_faster_rcnn_config(c.model.faster_rcnn, /*masks=*/false, at);
 }
 
 void check_mask_rcnn_config(const PipelineConfig& c, const std::string& at) {
   check_head_norm(c, at, false);
+  check_box_loss_unused(c, at);
   check_faster_rcnn_config(c.model.faster_rcnn, /*masks=*/true, at);
 }
 
 void check_deeplabv3_config(const PipelineConfig& c, const std::string& at) {
   check_head_norm(c, at, false);
+  check_box_loss_unused(c, at);
   const int64_t os = c.model.deeplab.output_stride;
   DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, at, "model.deeplab.output_stride: expected 8, 16 or 32, got ", os);
 }

@@ -10,12 +10,7 @@ namespace detseg {
 // Each line's config check, declared here (defined in model_checks.cpp).
 #define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
   void check(const PipelineConfig& config, const std::string& at);
-#define DETSEG_BACKBONE(name, family, builder, description)
-#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
-#undef DETSEG_EVALUATOR
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
 
 namespace {
 
@@ -28,13 +23,8 @@ std::vector<std::string> words(const std::string& text) {
 
 std::deque<BackboneInfo>& backbone_table() {
   static std::deque<BackboneInfo> table = {
-#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
 #define DETSEG_BACKBONE(name, family, builder, description) {name, family, description},
-#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
-#undef DETSEG_EVALUATOR
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
   };
   return table;
 }
@@ -43,12 +33,7 @@ std::deque<ModelTypeInfo>& model_table() {
   static std::deque<ModelTypeInfo> table = {
 #define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
   {type, kind, masks, words(backbones), scope, pad, check, description},
-#define DETSEG_BACKBONE(name, family, builder, description)
-#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
-#undef DETSEG_EVALUATOR
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
   };
   return table;
 }
@@ -61,15 +46,25 @@ const std::deque<BackboneInfo>& backbones() { return backbone_table(); }
 
 const std::vector<EvaluatorInfo>& evaluators() {
   static const std::vector<EvaluatorInfo> table = {
-#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
-#define DETSEG_BACKBONE(name, family, builder, description)
 #define DETSEG_EVALUATOR(name, scores, maker, description) {name, std::string(scores) == "label_maps", description},
 #include "detseg/config/parts.def"
-#undef DETSEG_EVALUATOR
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
   };
   return table;
+}
+
+const std::vector<BoxLossInfo>& box_losses() {
+  static const std::vector<BoxLossInfo> table = {
+#define DETSEG_BOX_LOSS(name, function, default_weight, description) {name, default_weight, description},
+#include "detseg/config/parts.def"
+  };
+  return table;
+}
+
+double box_loss_weight_of(const std::string& box_loss, double configured) {
+  if (configured != -1) return configured;
+  for (const BoxLossInfo& b : box_losses())
+    if (b.name == box_loss) return b.default_weight;
+  throw ConfigError("model.box_loss: unknown box loss " + box_loss);
 }
 
 const EvaluatorInfo* find_evaluator(const std::string& name) {

@@ -1,5 +1,5 @@
-// Implements: the tables of the parts a config can name, meta-architectures (model.type) and
-// backbones (model.backbone), as data: names, what each model takes, descriptions. Config
+// Implements: the tables of the parts a config can name, meta-architectures (model.type),
+// backbones (model.backbone), evaluators (eval.metric) and box losses (model.box_loss), as data: names, what each model takes, descriptions. Config
 // validation, `detseg info --config-keys` and docs/config.md read them; models/registry.h pairs
 // each entry with its builder. The built-in entries are config/parts.def's lines; an application
 // linking detseg adds its own models and backbones with models/registry.h's register_model and
@@ -46,7 +46,17 @@ struct EvaluatorInfo {
   std::string description;
 };
 
+// One DETSEG_BOX_LOSS line: a model.box_loss name and the weight model.box_loss_weight -1 means.
+struct BoxLossInfo {
+  std::string name;
+  double default_weight = 1.0;
+  std::string description;
+};
+
 const std::deque<ModelTypeInfo>& model_types();
+const std::vector<BoxLossInfo>& box_losses();
+// model.box_loss_weight as used: `configured` unless it is -1, then `box_loss`'s default weight.
+double box_loss_weight_of(const std::string& box_loss, double configured);
 const std::vector<EvaluatorInfo>& evaluators();
 const EvaluatorInfo* find_evaluator(const std::string& name);
 const std::deque<BackboneInfo>& backbones();

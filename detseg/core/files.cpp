@@ -46,7 +46,7 @@ static void fsync_path(const std::string& path, int flags) {
   ::close(fd);
 }
 
-void write_file_atomic(const std::string& path, const std::string& data) {
+void write_file_atomic(const std::string& path, const std::string& data, Durability durability) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   DETSEG_CHECK(fd >= 0, tmp, ": cannot create: ", std::strerror(errno));
@@ -62,7 +62,8 @@ void write_file_atomic(const std::string& path, const std::string& data) {
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  const bool synced = durability == Durability::kSynced;
+  if ((synced && ::fsync(fd) != 0) || ::close(fd) != 0) {
     ::unlink(tmp.c_str());
     throw Error(str(tmp, ": fsync/close failed: ", std::strerror(errno)));
   }
@@ -71,6 +72,7 @@ void write_file_atomic(const std::string& path, const std::string& data) {
     ::unlink(tmp.c_str());
     throw Error(str(path, ": rename from temp file failed: ", std::strerror(err)));
   }
+  if (!synced) return;
   fs::path parent = fs::path(path).parent_path();
   fsync_path(parent.empty() ? "." : parent.string(), O_RDONLY | O_DIRECTORY);
 }

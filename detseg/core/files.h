@@ -10,8 +10,11 @@ namespace detseg {
 std::string read_file(const std::string& path);
 
 // Writes `data` to `path` atomically: the bytes go to `path.tmp.<pid>`, are fsync'ed, then renamed
-// over `path`, and the folder is fsync'ed so the rename itself survives a crash.
-void write_file_atomic(const std::string& path, const std::string& data);
+// over `path`, and the folder is fsync'ed so the rename itself survives a crash. kAtomicOnly skips
+// the two fsyncs (readers still never see a partial file): for small outputs that a rerun
+// regenerates in milliseconds, where the ~1 ms of syncing would be most of the command's time.
+enum class Durability { kSynced, kAtomicOnly };
+void write_file_atomic(const std::string& path, const std::string& data, Durability durability = Durability::kSynced);
 
 // Removes `<name>.tmp.<pid>` files in `dir` (not below it) whose writer process no longer exists,
 // the leftovers of a process killed mid-write. Returns how many were removed.

@@ -124,13 +124,8 @@ using EvaluatorMaker = std::unique_ptr<Evaluator> (*)(const PipelineConfig&, con
 
 EvaluatorMaker evaluator_maker(const std::string& name) {
   static const std::pair<const char*, EvaluatorMaker> kMakers[] = {
-#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
-#define DETSEG_BACKBONE(name, family, builder, description)
 #define DETSEG_EVALUATOR(name, scores, maker, description) {name, maker},
 #include "detseg/config/parts.def"
-#undef DETSEG_EVALUATOR
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
   };
   for (const auto& [entry, maker] : kMakers)
     if (name == entry) return maker;

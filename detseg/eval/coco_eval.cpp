@@ -280,9 +280,9 @@ struct Entry {
 // one have precision 0, so the interpolated values at the recall thresholds are the ones
 // pycocotools reads off its full per-detection curve.
 struct Curve {
-  double tp = 0, fp = 0, first_score = 0;
+  double tp = 0, fp = 0;
   size_t nd = 0;
-  std::vector<double> rc, pr, sc;
+  std::vector<double> rc, pr;
 };
 
 struct AccumulateScratch {
@@ -291,9 +291,10 @@ struct AccumulateScratch {
   std::vector<Curve> curves;   // one per max_dets
 };
 
-// Writes recall[t,k,a,m] and precision/scores[t,:,k,a,m] from one finished curve.
+// Writes recall[t,k,a,m] and precision[t,:,k,a,m] from one finished curve. (pycocotools' third
+// array, the score at each recall threshold, feeds no statistic and is not kept.)
 void finish_curve(Curve& c, int64_t npig, const CocoEvalParams& p, double* recall, double* precision,
-                  double* scores, int64_t stride) {
+                  int64_t stride) {
   *recall = c.nd ? c.tp / static_cast<double>(npig) : 0;
   for (size_t i = c.pr.size() > 0 ? c.pr.size() - 1 : 0; i > 0; --i)
     if (c.pr[i] > c.pr[i - 1]) c.pr[i - 1] = c.pr[i];
@@ -303,16 +304,7 @@ void finish_curve(Curve& c, int64_t npig, const CocoEvalParams& p, double* recal
   for (int64_t r = 0; r < R; ++r) {
     const double threshold = p.recall_thresholds[r];
     while (idx < c.rc.size() && c.rc[idx] < threshold) ++idx;
-    double q = 0, score = 0;
-    // In the full curve a threshold of 0 lands on the very first detection.
-    if (idx < c.rc.size()) {
-      q = c.pr[idx];
-      score = (threshold <= 0 && c.nd) ? c.first_score : c.sc[idx];
-    } else if (threshold <= 0 && c.nd) {
-      score = c.first_score;
-    }
-    precision[r * stride] = q;
-    scores[r * stride] = score;
+    precision[r * stride] = idx < c.rc.size() ? c.pr[idx] : 0.0;
   }
 }
 
@@ -349,11 +341,10 @@ void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
       // One pass builds the curves of every max_dets (a detection kept by max_dets[m] is kept by
       // every larger one).
       for (Curve& c : s.curves) {
-        c.tp = c.fp = c.first_score = 0;
+        c.tp = c.fp = 0;
         c.nd = 0;
         c.rc.clear();
         c.pr.clear();
-        c.sc.clear();
       }
       const uint8_t* flags = s.flags.data() + (a * T + t) * n;
       for (size_t e = 0; e < n; ++e) {
@@ -361,13 +352,12 @@ void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
         const uint8_t f = flags[e];
         for (int64_t m = entry.first_m; m < M; ++m) {
           Curve& c = s.curves[m];
-          if (c.nd++ == 0) c.first_score = entry.score;
+          ++c.nd;
           if (f & kIgnored) continue;
           if (f & kMatched) {
             ++c.tp;
             c.rc.push_back(c.tp / n_pos);
             c.pr.push_back(c.tp / (c.fp + c.tp + eps));
-            c.sc.push_back(entry.score);
           } else {
             ++c.fp;
           }
@@ -376,7 +366,7 @@ void accumulate_category(int64_t k, const Evaluation& ev, const CocoDataset& dt,
       for (int64_t m = 0; m < M; ++m) {
         const size_t at = (((t * R) * K + k) * A + a) * M + m;  // r = 0; r steps by K*A*M
         finish_curve(s.curves[m], npig, p, &out.recall[((t * K + k) * A + a) * M + m], &out.precision[at],
-                     &out.scores[at], K * A * M);
+                     K * A * M);
       }
     }
   }
@@ -488,7 +478,6 @@ CocoEvalResult coco_evaluate(const CocoDataset& gt, const CocoDataset& dt, const
   out.M = static_cast<int64_t>(p.max_dets.size());
   const size_t n_precision = static_cast<size_t>(out.T * out.R * out.K * out.A * out.M);
   out.precision.assign(n_precision, -1.0);
-  out.scores.assign(n_precision, -1.0);
   out.recall.assign(static_cast<size_t>(out.T * out.K * out.A * out.M), -1.0);
   std::vector<AccumulateScratch> acc_scratch(static_cast<size_t>(threads));
   eval_parallel_for(ev.K, threads, 1, [&](int64_t b, int64_t e, int w) {

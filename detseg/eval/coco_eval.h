@@ -33,13 +33,13 @@ struct CocoEvalParams {
 // numpy.linspace(start, stop, num) to the last bit (pycocotools' thresholds come from it).
 std::vector<double> numpy_linspace(double start, double stop, int64_t num);
 
-// Everything accumulate() produces, in numpy's C order.
+// What accumulate() produces, in numpy's C order (but its per-threshold scores, which no
+// statistic reads).
 struct CocoEvalResult {
   CocoEvalParams params;          // as used: ids sorted and unique, max_dets sorted
   int64_t T = 0, R = 0, K = 0, A = 0, M = 0;
   std::vector<double> precision;  // [T, R, K, A, M], -1 where a category has no ground truth
   std::vector<double> recall;     // [T, K, A, M]
-  std::vector<double> scores;     // [T, R, K, A, M]
   std::array<double, 12> stats{};
   // AP over IoU .50:.95, area "all", the last max_dets, per category in params.category_ids
   // order; -1 where the category has no ground truth (empty in class-agnostic mode).

@@ -1,17 +1,15 @@
-// Implements: the one-stage detection loss: focal class loss + box_loss_weight * Huber box loss.
 #include "detseg/losses/detection_loss.h"
 
 #include <ATen/ATen.h>
 
 #include "detseg/losses/focal_loss.h"
-#include "detseg/losses/huber_loss.h"
 #include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
 
 DetectionLosses detection_loss(const at::Tensor& cls_logits_in, const at::Tensor& box_regression_in,
                                const at::Tensor& cls_targets, const at::Tensor& box_targets,
-                               const DetectionLossOptions& options) {
+                               const DetectionLossOptions& options, const at::Tensor& anchors) {
   // fp32 under autocast: a bf16 num_positives would not even count past 256 exactly.
   const at::Tensor cls_logits = upcast_low_precision(cls_logits_in);
   const at::Tensor box_regression = upcast_low_precision(box_regression_in);
@@ -34,8 +32,14 @@ DetectionLosses detection_loss(const at::Tensor& cls_logits_in, const at::Tensor
   const at::Tensor normalizer = out.num_positives.detach();
   out.cls = focal_loss_dense(cls_logits, cls_targets, normalizer,
                              FocalLossOptions().alpha(options.alpha()).gamma(options.gamma()));
-  out.box = huber_box_loss(box_regression, box_targets, normalizer,
-                           HuberLossOptions().delta(options.delta()));
+  BoxLossInputs box;
+  box.predicted = box_regression;
+  box.targets = box_targets;
+  box.positive = cls_targets >= 0;
+  box.anchors = anchors;
+  box.normalizer = normalizer;
+  box.huber_delta = options.delta();
+  out.box = options.box_loss()(box);
   out.total = out.cls + options.box_loss_weight() * out.box;
   return out;
 }
@@ -44,7 +48,7 @@ DetectionLosses detection_loss(const std::vector<at::Tensor>& cls_logits,
                                const std::vector<at::Tensor>& box_regression,
                                const std::vector<at::Tensor>& cls_targets,
                                const std::vector<at::Tensor>& box_targets,
-                               const DetectionLossOptions& options) {
+                               const DetectionLossOptions& options, const at::Tensor& anchors) {
   TORCH_CHECK(!cls_logits.empty() && cls_logits.size() == box_regression.size() &&
                   cls_logits.size() == cls_targets.size() &&
                   cls_logits.size() == box_targets.size(),
@@ -52,7 +56,7 @@ DetectionLosses detection_loss(const std::vector<at::Tensor>& cls_logits,
               cls_logits.size(), ", ", box_regression.size(), ", ", cls_targets.size(), ", ",
               box_targets.size());
   return detection_loss(at::cat(cls_logits, 1), at::cat(box_regression, 1), at::cat(cls_targets, 1),
-                        at::cat(box_targets, 1), options);
+                        at::cat(box_targets, 1), options, anchors);
 }
 
 }  // namespace detseg

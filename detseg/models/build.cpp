@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "detseg/config/registry.h"
 #include "detseg/core/error.h"
 #include "detseg/models/efficientdet_network.h"
 #include "detseg/models/deeplab_network.h"
@@ -30,7 +31,8 @@ DenseDetectorOptions dense_detector_options(const PipelineConfig& config) {
   for (double r : m.aspect_ratios) o.anchors.aspect_ratios.push_back({std::sqrt(r), 1.0 / std::sqrt(r)});
   o.labeler.match_threshold = m.matched_threshold;
   o.labeler.unmatched_threshold = m.unmatched_threshold;
-  o.loss.alpha(m.focal_alpha).gamma(m.focal_gamma).delta(m.huber_delta).box_loss_weight(m.box_loss_weight);
+  o.loss.alpha(m.focal_alpha).gamma(m.focal_gamma).delta(m.huber_delta);
+  o.loss.box_loss(box_loss_function(m.box_loss)).box_loss_weight(box_loss_weight_of(m.box_loss, m.box_loss_weight));
   const PostprocessConfig& p = config.postprocess;
   o.postprocess.max_detection_points = p.max_detection_points;
   o.postprocess.score_threshold = p.score_threshold;

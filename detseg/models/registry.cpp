@@ -12,23 +12,14 @@ namespace detseg {
   std::shared_ptr<ModelImpl> builder(const PipelineConfig& config);
 #define DETSEG_BACKBONE(name, family, builder, description) \
   std::shared_ptr<BackboneImpl> builder(const std::string& backbone, const BackboneOptions& options);
-#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
-#undef DETSEG_EVALUATOR
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
 
 namespace {
 
 std::map<std::string, BackboneBuilder>& backbone_builders() {
   static std::map<std::string, BackboneBuilder> table = {
-#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description)
 #define DETSEG_BACKBONE(name, family, builder, description) {name, builder},
-#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
-#undef DETSEG_EVALUATOR
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
   };
   return table;
 }
@@ -36,12 +27,7 @@ std::map<std::string, BackboneBuilder>& backbone_builders() {
 std::map<std::string, ModelBuilder>& model_builders() {
   static std::map<std::string, ModelBuilder> table = {
 #define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) {type, builder},
-#define DETSEG_BACKBONE(name, family, builder, description)
-#define DETSEG_EVALUATOR(name, scores, maker, description)
 #include "detseg/config/parts.def"
-#undef DETSEG_EVALUATOR
-#undef DETSEG_BACKBONE
-#undef DETSEG_MODEL
   };
   return table;
 }

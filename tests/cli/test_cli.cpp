@@ -114,6 +114,12 @@ TEST(Cli, CocoEvalRunsWithoutTheEngineAndForwardingErrorsAreClear) {
       << forwarded.output;
   forwarded = run("info", "OMP_WAIT_POLICY=active DETSEG_ENGINE=" + fake_engine);
   EXPECT_NE(forwarded.output.find("omp=active"), std::string::npos) << forwarded.output;
+  // The front loads neither LibTorch nor libcurl (opened only by a download, hub/download.cpp):
+  // ld.so's trace of what the process maps, the list ldd prints.
+  CliRun loaded = run("--version", "LD_TRACE_LOADED_OBJECTS=1");
+  EXPECT_NE(loaded.output.find("libstdc++"), std::string::npos) << loaded.output;
+  EXPECT_EQ(loaded.output.find("libtorch"), std::string::npos) << loaded.output;
+  EXPECT_EQ(loaded.output.find("libcurl"), std::string::npos) << loaded.output;
   // Forwarded normally, `info` reaches LibTorch.
   CliRun info = run("info");
   EXPECT_EQ(info.code, 0) << info.output;

@@ -156,6 +156,22 @@ TEST(Config, EvalMetricsAndModelRulesComeFromThePartTables) {
   EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2, min_level: 4}\n")
                 .find("model.min_level/max_level: the RetinaNet and EfficientDet networks produce P3-P7"),
             std::string::npos);
+  // model.box_loss: the DETSEG_BOX_LOSS lines, for the dense detectors only; its weight -1 (the
+  // default) or >= 0.
+  std::vector<std::string> box_losses;
+  for (const detseg::BoxLossInfo& b : detseg::box_losses()) {
+    box_losses.push_back(b.name);
+    EXPECT_EQ(error_of("model: {type: efficientdet, num_classes: 2, box_loss: " + b.name + "}\n"), "no error") << b.name;
+  }
+  EXPECT_EQ(box_losses, (std::vector<std::string>{"huber", "l1", "smooth_l1", "giou"}));
+  EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2, box_loss: iou}\n").find("model.box_loss"),
+            std::string::npos);
+  EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2, box_loss_weight: -0.5}\n")
+                .find("model.box_loss_weight: -1 (the box loss's own weight) or >= 0, got -0.5"),
+            std::string::npos);
+  EXPECT_NE(error_of("model: {type: faster_rcnn, num_classes: 2, box_loss: giou}\n")
+                .find("model.box_loss/box_loss_weight are RetinaNet's and EfficientDet's; faster_rcnn does not read"),
+            std::string::npos);
   // What the engine asks of a model type, from its line.
   EXPECT_TRUE(detseg::find_model_type("mask_rcnn")->instance_masks);
   EXPECT_FALSE(detseg::find_model_type("faster_rcnn")->instance_masks);

@@ -24,6 +24,9 @@ TEST(Files, AtomicWriteReplacesWholeFile) {
   detseg::write_file_atomic(path, "first");
   detseg::write_file_atomic(path, "second version");
   EXPECT_EQ(detseg::read_file(path), "second version");
+  // Without the fsyncs (coco-eval's metrics) the replacement is just as whole.
+  detseg::write_file_atomic(path, "third", detseg::Durability::kAtomicOnly);
+  EXPECT_EQ(detseg::read_file(path), "third");
   // No temp file is left behind.
   int entries = 0;
   for (auto& e : fs::directory_iterator(dir)) entries += e.path().filename() == "a.txt" ? 0 : 1;

@@ -1,10 +1,15 @@
-// Tests: Huber / smooth L1 box losses and the combined detection loss, by hand and vs torch.
+// Tests: Huber / smooth L1 box losses, model.box_loss's table (vs torchvision's RetinaNet losses)
+// and the combined detection loss, by hand and vs torch.
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include "detseg/config/registry.h"
+#include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/losses/box_losses.h"
 #include "detseg/losses/detection_loss.h"
 #include "detseg/losses/huber_loss.h"
+#include "detseg/ops/box_coder.h"
 
 namespace {
 
@@ -78,6 +83,85 @@ TEST(DetectionLoss, BackwardAndShapeChecks) {
   EXPECT_GT(cls_logits.grad()[1][0].abs().sum().item<float>(), 0.0f);
   EXPECT_EQ(box.grad().abs().sum().item<float>(), box.grad()[0][0].abs().sum().item<float>());
   EXPECT_THROW(detseg::detection_loss(cls_logits, box, labels.view({10}), box_targets), c10::Error);
+}
+
+// One image, two anchors: anchor 0 matched (predicted codes 0, target codes (0.1, -0.2, 0.3, 0)),
+// anchor 1 background with large predicted codes that no loss may see. Normaliser 2 (1 + 1).
+detseg::BoxLossInputs two_anchor_inputs() {
+  detseg::BoxLossInputs in;
+  in.predicted = at::zeros({1, 2, 4});
+  in.predicted[0][1] = at::tensor({3.0f, -3.0f, 2.0f, 1.0f});
+  in.targets = at::zeros({1, 2, 4});
+  in.targets[0][0] = at::tensor({0.1f, -0.2f, 0.3f, 0.0f});
+  in.positive = at::tensor({1, 0}, at::kInt).to(at::kBool).view({1, 2});
+  in.anchors = at::tensor({0.0f, 0.0f, 10.0f, 10.0f, 20.0f, 20.0f, 40.0f, 40.0f}).view({2, 4});
+  in.normalizer = at::scalar_tensor(2.0);
+  return in;
+}
+
+TEST(BoxLossTable, HandWorked) {
+  const detseg::BoxLossInputs in = two_anchor_inputs();
+  // huber (delta 0.1): 0.5 * 0.1^2 + 0.1 * (0.2 - 0.05) + 0.1 * (0.3 - 0.05) = 0.045, / (4 * 2).
+  EXPECT_NEAR(detseg::box_loss_function("huber")(in).item<float>(), 0.045 / 8, 1e-7);
+  // l1: (0.1 + 0.2 + 0.3) / 2.
+  EXPECT_NEAR(detseg::box_loss_function("l1")(in).item<float>(), 0.3, 1e-7);
+  // smooth_l1, beta 1: 0.5 * (0.01 + 0.04 + 0.09) / 2.
+  EXPECT_NEAR(detseg::box_loss_function("smooth_l1")(in).item<float>(), 0.035, 1e-7);
+  // giou: the prediction (codes 0) is the anchor [0, 0, 10, 10]; the target [5, 0, 15, 10]:
+  // IoU 50 / 150, the hull is the union, GIoU 1/3, loss 2/3, / 2.
+  detseg::BoxLossInputs shifted = in;
+  shifted.targets = at::zeros({1, 2, 4});
+  shifted.targets[0][0] = detseg::encode_boxes(at::tensor({5.0f, 0.0f, 15.0f, 10.0f}).view({1, 4}),
+                                               in.anchors.slice(0, 0, 1))[0];
+  EXPECT_NEAR(detseg::box_loss_function("giou")(shifted).item<float>(), 1.0 / 3, 1e-6);
+  // Disjoint boxes: [0, 0, 10, 10] and [20, 0, 30, 10]: IoU 0, hull 300, union 200: GIoU -1/3.
+  shifted.targets[0][0] = detseg::encode_boxes(at::tensor({20.0f, 0.0f, 30.0f, 10.0f}).view({1, 4}),
+                                               in.anchors.slice(0, 0, 1))[0];
+  EXPECT_NEAR(detseg::box_loss_function("giou")(shifted).item<float>(), (4.0 / 3) / 2, 1e-6);
+  // A loss on decoded boxes without anchors says so; an unknown name is a config error.
+  detseg::BoxLossInputs no_anchors = in;
+  no_anchors.anchors = at::Tensor();
+  EXPECT_THROW(detseg::giou_box_loss(no_anchors), c10::Error);
+  EXPECT_THROW(detseg::box_loss_function("iou"), detseg::ConfigError);
+}
+
+TEST(BoxLossTable, MatchesTorchvisionRetinaNetLosses) {
+  // tests/fixtures/make_box_loss_fixtures.py: torchvision 0.26's _box_loss on 7 matched anchors.
+  const std::string bytes = detseg::read_file(DETSEG_SOURCE_DIR "/tests/fixtures/box_losses.pt");
+  auto d = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
+  detseg::BoxLossInputs in;
+  in.anchors = d.at("anchors").toTensor();
+  in.predicted = d.at("codes").toTensor().unsqueeze(0);
+  in.targets = detseg::encode_boxes(d.at("boxes").toTensor(), in.anchors).unsqueeze(0);
+  in.positive = at::ones({1, in.anchors.size(0)}, at::kBool);
+  in.normalizer = at::scalar_tensor(1.0);
+  for (const char* name : {"l1", "smooth_l1", "giou"})
+    EXPECT_NEAR(detseg::box_loss_function(name)(in).item<float>(), d.at(name).toTensor().item<float>(), 2e-5) << name;
+}
+
+TEST(BoxLossTable, EveryConfigNameHasAFunctionAndDefaultWeight) {
+  ASSERT_GE(detseg::box_losses().size(), 4u);
+  const detseg::BoxLossInputs in = two_anchor_inputs();
+  for (const detseg::BoxLossInfo& b : detseg::box_losses()) {
+    EXPECT_GT(detseg::box_loss_function(b.name)(in).item<float>(), 0.0f) << b.name;
+    EXPECT_EQ(detseg::box_loss_weight_of(b.name, -1), b.default_weight) << b.name;
+    EXPECT_EQ(detseg::box_loss_weight_of(b.name, 3.5), 3.5) << b.name;
+  }
+  EXPECT_EQ(detseg::box_loss_weight_of("huber", -1), 50.0);  // the reference's box_loss_weight
+  EXPECT_EQ(detseg::box_loss_weight_of("l1", -1), 1.0);      // torchvision adds its box loss unweighted
+}
+
+TEST(DetectionLoss, ChosenBoxLossAndWeight) {
+  const detseg::BoxLossInputs in = two_anchor_inputs();
+  const at::Tensor cls_logits = at::zeros({1, 2, 3});
+  const at::Tensor cls_targets = at::tensor({1, -1}, at::kLong).view({1, 2});
+  auto huber = detseg::detection_loss(cls_logits, in.predicted, cls_targets, in.targets);
+  auto l1 = detseg::detection_loss(cls_logits, in.predicted, cls_targets, in.targets,
+                                   detseg::DetectionLossOptions().box_loss(detseg::l1_box_loss).box_loss_weight(2.0),
+                                   in.anchors);
+  EXPECT_NEAR(l1.box.item<float>(), 0.3, 1e-7);
+  EXPECT_NEAR(l1.cls.item<float>(), huber.cls.item<float>(), 1e-7);
+  EXPECT_NEAR(l1.total.item<float>(), l1.cls.item<float>() + 2.0 * 0.3, 1e-6);
 }
 
 }  // namespace

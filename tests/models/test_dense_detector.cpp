@@ -109,6 +109,26 @@ TEST(DenseDetector, TargetsLabelTheMatchingAnchorAndTheLossIsDetectionLossOnThem
   EXPECT_EQ(losses.parts[1].first, "box_loss");
 }
 
+TEST(DenseDetector, ModelBoxLossChoiceSeesTheBatchAnchors) {
+  // model.box_loss giou decodes with the batch's anchors. Predicted codes 0: each positive predicts
+  // its own anchor. The matching anchor is the box (GIoU 1, loss 0); its four neighbours are the box
+  // moved 8 px: IoU 768 / 1280 = 0.6, hull = union, loss 0.4 each. Sum 1.6 over 5 positives + 1.
+  detseg::DenseDetectorOptions o = options();
+  o.loss.box_loss(detseg::giou_box_loss).box_loss_weight(1.0);
+  auto outputs = std::make_shared<StandIn>();
+  auto model = std::make_shared<detseg::DenseDetectorImpl>(o, std::make_shared<torch::nn::Module>(),
+                                                           [outputs](const at::Tensor&) {
+                                                             detseg::DenseOutputs out;
+                                                             out.cls_logits = outputs->cls_logits;
+                                                             out.box_regression = outputs->box_regression;
+                                                             return out;
+                                                           });
+  const detseg::ModelLosses losses = model->losses(batch());
+  ASSERT_GE(losses.parts.size(), 2u);
+  EXPECT_NEAR(losses.parts[1].second.item<float>(), 1.6 / 6, 1e-6);
+  EXPECT_NEAR(losses.total.item<float>(), losses.parts[0].second.item<float>() + 1.6 / 6, 1e-6);
+}
+
 TEST(DenseDetector, DetectDecodesThresholdsSuppressesAndMapsBackToTheOriginalImage) {
   auto outputs = std::make_shared<StandIn>();
   // Anchor kTarget says class 1 at 0.99995, with deltas that move it by 1/8 of its side in x

@@ -122,8 +122,9 @@ ModelLosses DenseDetectorImpl::losses_from(const DenseOutputs& out, const Batch&
   DETSEG_CHECK(out.cls_logits.size(1) == cls_targets.size(1), "dense detector: the network predicts ",
                out.cls_logits.size(1), " anchors but the anchor generator made ", cls_targets.size(1));
   const auto device = out.cls_logits.device();
+  const at::Tensor anchors = anchors_for(batch.images.size(2), batch.images.size(3), device);
   DetectionLosses l = detection_loss(out.cls_logits, out.box_regression, cls_targets.to(device),
-                                     box_targets.to(device), options_.loss);
+                                     box_targets.to(device), options_.loss, anchors);
   ModelLosses result;
   result.total = l.total;
   result.parts = {{"cls_loss", l.cls}, {"box_loss", l.box}, {"num_positives", l.num_positives - 1}};
