@@ -4,13 +4,17 @@
 # machine, one after the other, and both are scored by the same evaluator (detseg coco-eval, equal
 # to pycocotools) on BCCD's test split. Prints steps, seconds per step, AP, AP50 and per-class AP.
 # detseg's budget includes its start-up and data loading; it stops on SIGTERM (checkpoint, exit).
-#   bash bench/bench_learning.sh [minutes per framework, default 8] [threads, default 2]
+#   bash bench/bench_learning.sh [minutes per framework, default 8] [threads, default 2] [--set key=value ...]
+# The --set overrides go to detseg's train and eval only (e.g. --set model.box_loss=l1, to try a
+# detseg variant against the same torchvision run).
 # Needs build/detseg (scripts/build.sh), the venv's torchvision (scripts/setup.sh --peers) and
 # ../shared/data/bccd (or BCCD_DIR).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 minutes=${1:-8}
 threads=${2:-2}
+shift $(( $# < 2 ? $# : 2 ))
+overrides=("$@")
 bin=${DETSEG_BIN:-$here/build/detseg}
 python=${DETSEG_PYTHON:-$here/.venv/bin/python}
 bccd=${BCCD_DIR:-$here/../shared/data/bccd}/BCCD
@@ -21,8 +25,8 @@ for split in train test; do
 done
 config=$here/bench/configs/learning_retinanet_r18_bccd.yaml
 data=(--set "train_input.annotations=$out/train.json" --set "train_input.images=$bccd/JPEGImages"
-      --set "eval_input.annotations=$out/test.json" --set "eval_input.images=$bccd/JPEGImages")
-echo "equal-time learning: ${minutes} min each, $threads threads, BCCD train -> test; results in $out"
+      --set "eval_input.annotations=$out/test.json" --set "eval_input.images=$bccd/JPEGImages" "${overrides[@]}")
+echo "equal-time learning: ${minutes} min each, $threads threads, BCCD train -> test; results in $out${overrides:+; detseg ${overrides[*]}}"
 
 # detseg: trains until the budget's SIGTERM, which writes a checkpoint; then detections on test.
 set +e

@@ -4,7 +4,9 @@
 // same threads, plus EfficientDet-D0 figures. Full inference (network + postprocessing at score
 // threshold 0) is compared with torchvision's full inference. Prints one table with ratios (detseg / torchvision).
 // Usage: bench_models [THREADS=2] [ITERS=3] [--no-peer] [--channels-last] [--inference-only] [--ab ROUNDS]
-// DETSEG_MKLDNN_INFERENCE=0 times inference without the oneDNN-layout backbone path.
+// DETSEG_MKLDNN_INFERENCE=0 times inference without the oneDNN-layout backbone path;
+// DETSEG_CHANNELS_LAST=0 with plain (NCHW) conv weights, where detseg trains with channels-last
+// ones (ops/fast_paths.h); --channels-last also feeds channels-last inputs.
 // --ab ROUNDS: instead, the custom CPU fast paths (ops/fast_paths.h: oneDNN blocked inference)
 // against plain ATen in one process, alternated ROUNDS times (on, off, on, off, ...), on the
 // RetinaNet train step and network forward; prints each pair and the median ratio.
@@ -100,6 +102,7 @@ Timing time_full_detect(int iters) {
       "postprocess: {score_threshold: 0.0}\n",
       "bench_models");
   auto model = detseg::build_detector(config);
+  detseg::to_fast_weight_layout(model->parameters());
   model->eval();
   detseg::Batch batch;
   batch.images = at::rand({1, 3, 320, 320});
@@ -177,11 +180,7 @@ int main(int argc, char** argv) {
   }
 
   detseg::RetinaNetNetwork retina(detseg::RetinaNetNetworkOptions(91).depth(50));
-  if (channels_last) {
-    for (auto& p : retina->parameters()) {
-      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
-    }
-  }
+  detseg::to_fast_weight_layout(retina->parameters());  // as the engine does (DETSEG_CHANNELS_LAST=0: off)
   const auto [r_train, r_infer] = time_network(retina, 320, iters, channels_last, train);
   const Timing r_full = time_full_detect(iters);
   const double r_rss = peak_rss_mb();
@@ -208,11 +207,7 @@ int main(int argc, char** argv) {
               tv.contains("peak_rss_mb") ? (std::to_string(static_cast<int>(tv["peak_rss_mb"].get<double>())) + " MB").c_str() : "-");
 
   detseg::EfficientDetNetwork d0(detseg::EfficientDetNetworkOptions(0, 90));
-  if (channels_last) {
-    for (auto& p : d0->parameters()) {
-      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
-    }
-  }
+  detseg::to_fast_weight_layout(d0->parameters());
   const auto [d_train, d_infer] = time_network(d0, 512, iters, channels_last, train);
   row("efficientdet_d0 512 train step (batch 2)", d_train, "-");
   row("efficientdet_d0 512 network fwd (batch 1)", d_infer, "-");

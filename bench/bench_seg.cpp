@@ -21,6 +21,7 @@
 #include "detseg/core/threads.h"
 #include "detseg/config/config.h"
 #include "detseg/models/build.h"
+#include "detseg/ops/fast_paths.h"
 
 namespace {
 
@@ -49,6 +50,7 @@ std::pair<Timing, Timing> time_model(const std::string& type, const std::string&
       "        deeplab: {output_stride: 8, crop_size: 256}}\n",
       "bench_seg");
   auto model = detseg::build_segmenter(config);
+  detseg::to_fast_weight_layout(model->parameters());  // as the engine does (DETSEG_CHANNELS_LAST=0: off)
   std::vector<at::Tensor> params;
   for (auto& p : model->parameters())
     if (p.requires_grad()) params.push_back(p);

@@ -23,6 +23,7 @@
 #include "detseg/core/threads.h"
 #include "detseg/config/config.h"
 #include "detseg/models/build.h"
+#include "detseg/ops/fast_paths.h"
 
 namespace {
 
@@ -62,6 +63,7 @@ std::pair<Timing, Timing> bench(const std::string& type, int iters) {
       "bench_two_stage");
   at::manual_seed(0);
   auto model = detseg::build_detector(config);
+  detseg::to_fast_weight_layout(model->parameters());  // as the engine does (DETSEG_CHANNELS_LAST=0: off)
   std::vector<at::Tensor> trainable;
   for (auto& p : model->parameters())
     if (p.requires_grad()) trainable.push_back(p);

@@ -133,9 +133,13 @@ void DataParallel::broadcast_module(torch::nn::Module& module) {
   std::vector<at::Tensor> tensors;
   for (auto& p : module.parameters()) tensors.push_back(p);
   for (auto& b : module.buffers()) tensors.push_back(b);
-  // Gloo broadcasts contiguous tensors in place; parameters are contiguous.
-  for (auto& t : tensors) DETSEG_CHECK(t.is_contiguous(), "distributed: a model tensor is not contiguous");
-  group_->broadcast(tensors, 0);
+  // Gloo broadcasts contiguous tensors in place: channels-last conv weights (ops/fast_paths.h) go
+  // through contiguous copies.
+  std::vector<at::Tensor> sent;
+  for (auto& t : tensors) sent.push_back(t.is_contiguous() ? t : t.contiguous());
+  group_->broadcast(sent, 0);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!sent[i].is_same(tensors[i])) tensors[i].copy_(sent[i]);
 }
 
 int DataParallel::synchronise_batch_norm(torch::nn::Module& module) {

@@ -28,6 +28,7 @@
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
 #include "detseg/models/build.h"
+#include "detseg/ops/fast_paths.h"
 #include "detseg/structures/boxes.h"
 #include "detseg/train/checkpoint.h"
 
@@ -41,6 +42,7 @@ std::shared_ptr<Model> loaded_for_eval(std::shared_ptr<Model> model, const Pipel
                                        const std::string& checkpoint, int64_t* step) {
   const at::Device device = resolve_device(config.device);
   model->to(device);
+  to_fast_weight_layout(model->parameters());
   int64_t loaded_step = 0;
   if (is_exported_model(checkpoint)) {  // `detseg export --format torchscript`: its graph runs the network
     use_exported_network(*model, checkpoint, device);

@@ -24,6 +24,7 @@
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
 #include "detseg/models/build.h"
+#include "detseg/ops/fast_paths.h"
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/ema.h"
 #include "detseg/train/fine_tune.h"
@@ -93,6 +94,7 @@ Trainee build_trainee(const PipelineConfig& config, const at::Device& device, in
   Trainee r;
   r.model = build_model(config);
   r.model->to(device);
+  to_fast_weight_layout(r.model->parameters());  // before the optimizer and EMA copy them
   r.model->train();
   if (t.mixed_precision == "fp16") r.scaler = std::make_unique<LossScaler>(device);
   if (t.mixed_precision == "fp16" && device.is_cpu())

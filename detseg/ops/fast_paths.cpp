@@ -22,6 +22,7 @@ FastPathOptions& current() {
   static FastPathOptions options = [] {
     FastPathOptions o;
     o.mkldnn_inference = at::hasMKLDNN() && !env_off("DETSEG_MKLDNN_INFERENCE");
+    o.channels_last_weights = !env_off("DETSEG_CHANNELS_LAST");
     return o;
   }();
   return options;
@@ -34,6 +35,22 @@ const FastPathOptions& fast_paths() { return current(); }
 void set_fast_paths(const FastPathOptions& options) {
   current() = options;
   current().mkldnn_inference = options.mkldnn_inference && at::hasMKLDNN();
+}
+
+int64_t to_fast_weight_layout(const std::vector<at::Tensor>& params) {
+  if (!fast_paths().channels_last_weights) return 0;
+  at::NoGradGuard no_grad;
+  int64_t changed = 0;
+  for (const at::Tensor& p : params) {
+    if (p.dim() != 4 || !p.device().is_cpu() || !p.is_floating_point() || p.layout() != at::kStrided ||
+        p.is_contiguous(at::MemoryFormat::ChannelsLast))
+      continue;
+    // set_data keeps the parameter's identity (autograd, module registration); only its storage
+    // changes.
+    p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    ++changed;
+  }
+  return changed;
 }
 
 bool mkldnn_inference_enabled(const at::Tensor& x, bool training) {

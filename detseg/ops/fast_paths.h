@@ -9,15 +9,26 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace detseg {
 
 struct FastPathOptions {
   bool mkldnn_inference = true;  // inference convs in oneDNN's blocked layout with packed weights
+  // A CPU model's 4-D conv weights kept channels-last (NHWC): oneDNN then runs every conv it feeds,
+  // forward and backward, in NHWC, without reordering activations around each call. Depthwise
+  // convs gain most (EfficientDet, MobileNetV2: docs/benchmarks.md).
+  bool channels_last_weights = true;
 };
 
 // The options in force: the environment's at first use, or the last set_fast_paths().
 const FastPathOptions& fast_paths();
 void set_fast_paths(const FastPathOptions& options);
+
+// When fast_paths().channels_last_weights: each 4-D floating-point CPU tensor of `params` (a
+// model's parameters, before an optimizer holds state for them) re-laid out channels-last in
+// place: the same tensor and values, other strides. Returns how many it changed.
+int64_t to_fast_weight_layout(const std::vector<at::Tensor>& params);
 
 // Whether inference on x (CPU, float, strided; not training, no autograd, not tracing) runs its
 // convs in oneDNN's blocked layout.

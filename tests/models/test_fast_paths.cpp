@@ -1,4 +1,5 @@
-// ops/fast_paths.h: one switch set for the CPU fast paths (oneDNN blocked inference), read from
+// ops/fast_paths.h: one switch set for the CPU fast paths (oneDNN blocked inference, channels-last
+// conv weights), read from
 // the environment once and settable in-process; the fast path computes what plain ATen does (a
 // whole RetinaNet at inference, to float rounding).
 #include <gtest/gtest.h>
@@ -102,4 +103,56 @@ TEST(FastPaths, RetinaNetComputesTheSameWithAndWithoutThem) {
   const detseg::DenseOutputs plain = net->forward(images);
   EXPECT_LT(relative_difference(fast.cls_logits, plain.cls_logits), 1e-4);
   EXPECT_LT(relative_difference(fast.box_regression, plain.box_regression), 1e-4);
+}
+
+TEST(FastPaths, ChannelsLastWeightsTrainAndInferAsPlainOnes) {
+  KeepFastPaths keep;
+  // Trainable batch norm: the training forward and backward run on NHWC activations end to end.
+  auto make = [] {
+    at::manual_seed(3);
+    return detseg::RetinaNetNetwork(detseg::RetinaNetNetworkOptions(3).depth(18).fpn_channels(64).frozen_bn(false));
+  };
+  detseg::RetinaNetNetwork plain = make(), fast = make();
+  detseg::FastPathOptions off = detseg::fast_paths();
+  off.channels_last_weights = false;
+  detseg::set_fast_paths(off);
+  EXPECT_EQ(detseg::to_fast_weight_layout(plain->parameters()), 0);
+  detseg::FastPathOptions on = off;
+  on.channels_last_weights = true;
+  detseg::set_fast_paths(on);
+  const int64_t changed = detseg::to_fast_weight_layout(fast->parameters());
+  EXPECT_GT(changed, 20);  // every 3x3 / 7x7 conv of ResNet-18, the FPN and the head
+  EXPECT_EQ(detseg::to_fast_weight_layout(fast->parameters()), 0);  // already there
+  const at::Tensor stem = fast->backbone->body->named_parameters()["conv1.weight"];
+  EXPECT_TRUE(stem.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(stem.is_contiguous());
+  const at::Tensor images = at::randn({2, 3, 128, 160}, at::Generator(at::detail::createCPUGenerator(5)));
+  auto loss_of = [&](detseg::RetinaNetNetwork& net) {
+    const detseg::DenseOutputs out = net->forward(images);
+    return out.cls_logits.sigmoid().mean() + out.box_regression.square().mean();
+  };
+  plain->train();
+  fast->train();
+  const at::Tensor plain_loss = loss_of(plain), fast_loss = loss_of(fast);
+  EXPECT_NEAR(fast_loss.item<float>(), plain_loss.item<float>(), 1e-5);
+  plain_loss.backward();
+  fast_loss.backward();
+  const auto plain_params = plain->named_parameters(), fast_params = fast->named_parameters();
+  int compared = 0;
+  for (const auto& item : plain_params) {
+    const at::Tensor b = item.value().grad();
+    if (!b.defined()) continue;  // frozen stem and first stage
+    const at::Tensor a = fast_params[item.key()].grad();
+    ASSERT_TRUE(a.defined()) << item.key();
+    EXPECT_LT(relative_difference(a, b), 1e-4) << item.key();
+    ++compared;
+  }
+  EXPECT_GT(compared, 40);
+  // Inference, where the oneDNN blocked path packs the channels-last weights.
+  plain->eval();
+  fast->eval();
+  at::NoGradGuard no_grad;
+  const detseg::DenseOutputs a = fast->forward(images), b = plain->forward(images);
+  EXPECT_LT(relative_difference(a.cls_logits, b.cls_logits), 1e-4);
+  EXPECT_LT(relative_difference(a.box_regression, b.box_regression), 1e-4);
 }
