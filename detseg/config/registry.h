@@ -1,9 +1,9 @@
 // Implements: the tables of the parts a config can name, meta-architectures (model.type),
-// backbones (model.backbone), evaluators (eval.metric) and box losses (model.box_loss), as data: names, what each model takes, descriptions. Config
-// validation, `detseg info --config-keys` and docs/config.md read them; models/registry.h pairs
-// each entry with its builder. The built-in entries are config/parts.def's lines; an application
-// linking detseg adds its own models and backbones with models/registry.h's register_model and
-// register_backbone. Torch-free.
+// backbones (model.backbone), evaluators (eval.metric) and box losses (model.box_loss), as data:
+// names, what each model takes, descriptions. Config validation, `detseg info --config-keys` and
+// docs/config.md read them; models/registry.h pairs each entry with its builder. The built-in
+// entries are config/parts.def's lines; an application linking detseg adds its own models and
+// backbones with models/registry.h's register_model and register_backbone. Torch-free.
 #pragma once
 
 #include <cstdint>
