@@ -6,6 +6,9 @@
 
 #include <ATen/ATen.h>
 
+#include "detseg/config/config.h"
+#include "detseg/data/example.h"
+#include "detseg/models/build.h"
 #include "detseg/models/retinanet_network.h"
 #include "detseg/ops/fast_paths.h"
 #include "detseg/ops/packed_conv.h"
@@ -155,4 +158,49 @@ TEST(FastPaths, ChannelsLastWeightsTrainAndInferAsPlainOnes) {
   const detseg::DenseOutputs a = fast->forward(images), b = plain->forward(images);
   EXPECT_LT(relative_difference(a.cls_logits, b.cls_logits), 1e-4);
   EXPECT_LT(relative_difference(a.box_regression, b.box_regression), 1e-4);
+}
+
+TEST(FastPaths, ChannelsLastWeightsKeepDeepLabMobileNetsLossAndGradients) {
+  // Depthwise convs (MobileNetV2), atrous convs, ASPP pooling and bilinear upsampling on NHWC.
+  KeepFastPaths keep;
+  const detseg::PipelineConfig config = detseg::parse_config(
+      "model: {type: deeplabv3plus, backbone: mobilenet_v2, num_classes: 5, frozen_batch_norm: false,\n"
+      "        deeplab: {output_stride: 16, crop_size: 96}}\n",
+      "fast_paths.yaml");
+  auto plain = detseg::build_segmenter(config), fast = detseg::build_segmenter(config);
+  {
+    at::NoGradGuard no_grad;  // the same weights in both (initialisation draws are not seeded here)
+    const auto from = plain->named_parameters(), from_buffers = plain->named_buffers();
+    for (auto& item : fast->named_parameters()) item.value().copy_(from[item.key()]);
+    for (auto& item : fast->named_buffers()) item.value().copy_(from_buffers[item.key()]);
+  }
+  detseg::FastPathOptions on = detseg::fast_paths();
+  on.channels_last_weights = true;
+  detseg::set_fast_paths(on);
+  EXPECT_GT(detseg::to_fast_weight_layout(fast->parameters()), 5);  // the 3x3 ones (1x1 weights are both layouts)
+  detseg::Batch batch;
+  batch.images = at::randn({2, 3, 96, 96}, at::Generator(at::detail::createCPUGenerator(11)));
+  batch.image_sizes = at::full({2, 2}, 96, at::kLong);
+  batch.original_sizes = batch.image_sizes.clone();
+  batch.label_maps = at::randint(0, 5, {2, 96, 96}, at::Generator(at::detail::createCPUGenerator(12)), at::kLong);
+  batch.image_ids = {1, 2};
+  // Eval mode: the ASPP's dropout would draw its mask over each layout's memory order, so the two
+  // runs would drop different activations; backward still runs through every conv.
+  plain->eval();
+  fast->eval();
+  const at::Tensor plain_loss = plain->losses(batch).total, fast_loss = fast->losses(batch).total;
+  EXPECT_NEAR(fast_loss.item<float>(), plain_loss.item<float>(), 1e-5 * std::max(1.0f, plain_loss.item<float>()));
+  plain_loss.backward();
+  fast_loss.backward();
+  const auto fast_params = fast->named_parameters();
+  int compared = 0;
+  for (const auto& item : plain->named_parameters()) {
+    const at::Tensor b = item.value().grad();
+    if (!b.defined()) continue;
+    const at::Tensor a = fast_params[item.key()].grad();
+    ASSERT_TRUE(a.defined()) << item.key();
+    EXPECT_LT(relative_difference(a, b), 1e-3) << item.key();
+    ++compared;
+  }
+  EXPECT_GT(compared, 50);
 }
