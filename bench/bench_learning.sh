@@ -30,7 +30,7 @@ echo "equal-time learning: ${minutes} min each, $threads threads, BCCD train -> 
 
 # detseg: trains until the budget's SIGTERM, which writes a checkpoint; then detections on test.
 set +e
-OMP_WAIT_POLICY=passive timeout -s TERM "${minutes}m" "$bin" --threads "$threads" -q train --config "$config" \
+timeout -s TERM "${minutes}m" "$bin" --threads "$threads" -q train --config "$config" \
   "${data[@]}" --model-dir "$out/detseg" > "$out/detseg-train.log" 2>&1
 set -e
 ckpt=$(ls -1 "$out"/detseg/ckpt-*.dsckpt | sort -V | tail -1)

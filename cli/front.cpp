@@ -61,12 +61,14 @@ std::string engine_path() {
   }
   const std::string engine = engine_path();
   args[0] = engine;
-  // OpenMP threads that spin while waiting for work lose badly when anything else wants the cores
-  // (the data loader's workers, another job): measured here with 2 threads under load, a
-  // RetinaNet-R50 forward took 6.4 s spinning and 1.1 s with passive waiting (0.45 s vs 2.7 s of CPU).
+  // OpenMP threads wait for the next parallel region by spinning, then sleeping. libgomp's default
+  // spin (300k iterations) loses badly when anything else wants the cores (another job: a 2-thread
+  // RetinaNet-R50 forward took 6.4 s against 1.1 s sleeping at once); sleeping at once costs a
+  // futex wake-up per region, thousands per training step (RetinaNet-R18 demo step 0.56 s against
+  // 0.49 s). A short spin keeps most of both: 3000 iterations, a few microseconds (docs/cli.md).
   // libgomp reads this once at load time, so it must be in the engine's environment from the start.
   // The user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
-  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) ::setenv("OMP_WAIT_POLICY", "passive", 0);
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) ::setenv("GOMP_SPINCOUNT", "3000", 0);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

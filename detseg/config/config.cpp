@@ -103,6 +103,8 @@ void visit_deeplab(V& v, DeepLabConfig& c) {
           "Training random scale in train_input.scale_min..scale_max by this step (0: continuous)");
   v.field("ignore_label", c.ignore_label, range(0, 65535), "Label the loss and metrics ignore (void and padding map to it)");
   v.field("loss_weight", c.loss_weight, range(0, 1e6), "Weight of the softmax cross-entropy");
+  v.field("class_weights", c.class_weights, items(0, 4096, range(0, 1e6)),
+          "Per-class loss weights, one per class (e.g. median-frequency balancing; docs/models.md); empty: all 1");
   v.field("upsample_logits", c.upsample_logits, any(),
           "Upsample logits to the labels (bilinear, aligned corners); false: downsample labels (nearest)");
   v.field("top_k_percent_pixels", c.top_k_percent_pixels, range(1e-6, 1), "Hard pixel mining: fraction of pixels kept (1: all)");
@@ -228,13 +230,36 @@ void visit_model(V& v, ModelConfig& c) {
   v.field("num_scales", c.num_scales, range(1, 8), "Anchor scales per octave");
   v.field("aspect_ratios", c.aspect_ratios, items(1, 16, range(0.01, 100)), "Anchor aspect ratios");
   v.field("anchor_scale", c.anchor_scale, range(0.1, 64), "Anchor size relative to the level stride");
-  v.field("fpn_channels", c.fpn_channels, range(8, 2048), "FPN width (RetinaNet)");
+  std::vector<std::string> neck_names = {""}, head_names = {""};
+  std::string neck_doc = "Dense detectors' neck, C3-C5 to P3-P7; empty: the model's own (", head_doc =
+      "Dense detectors' class and box subnets; empty: the model's own (";
+  for (const ModelTypeInfo& t : model_types()) {
+    if (t.neck.empty()) continue;
+    neck_doc += (neck_doc.back() == '(' ? "" : ", ") + t.type + "'s " + t.neck;
+    head_doc += (head_doc.back() == '(' ? "" : ", ") + t.type + "'s " + t.head;
+  }
+  neck_doc += "). ";
+  head_doc += "). ";
+  for (const PartInfo& n : necks()) {
+    neck_names.push_back(n.name);
+    neck_doc += n.name + ": " + n.description + "; ";
+  }
+  for (const PartInfo& h : dense_heads()) {
+    head_names.push_back(h.name);
+    head_doc += h.name + ": " + h.description + "; ";
+  }
+  neck_doc.resize(neck_doc.size() - 2);
+  head_doc.resize(head_doc.size() - 2);
+  v.field("neck", c.neck, one_of(neck_names), neck_doc.c_str());
+  v.field("head", c.head, one_of(head_names), head_doc.c_str());
+  v.field("fpn_channels", c.fpn_channels, range(8, 2048), "Neck width of RetinaNet (EfficientDet: per model.efficientdet)");
   v.field("head_norm", c.head_norm, one_of({"none", "group_norm"}),
           "RetinaNet head convs: none (torchvision's retinanet_resnet50_fpn) or group_norm (32 groups, "
           "retinanet_resnet50_fpn_v2; trains much faster from scratch)");
   v.field("frozen_batch_norm", c.frozen_batch_norm, any(), "Backbone batch norm frozen (statistics and affine)");
   v.field("batch_norm_momentum", c.batch_norm_momentum, range(0.0001, 1),
-          "EfficientDet's batch norm momentum, torch's convention (new = (1 - m) old + m batch): the reference's "
+          "EfficientDet's batch norm momentum (also of a bifpn neck or efficientdet head in RetinaNet), torch's "
+          "convention (new = (1 - m) old + m batch): the reference's "
           "0.01 (TF decay 0.99) suits long runs; ~0.1 lets a short from-scratch run's statistics keep up with its "
           "weights");
   v.field("trainable_backbone_stages", c.trainable_backbone_stages, range(0, 5),
@@ -412,6 +437,13 @@ std::string describe_range(const Check& check) {
 std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return out;
+}
+
+// A one_of list as a user reads it: the empty choice shown as "".
+std::string choices(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + (names[i].empty() ? "\"\"" : names[i]);
   return out;
 }
 
@@ -624,7 +656,7 @@ class Reader {
     if (!check.one_of.empty()) {
       bool ok = false;
       for (const auto& name : check.one_of) ok = ok || name == out;
-      if (!ok) fail(node, path, "one of " + join(check.one_of));
+      if (!ok) fail(node, path, "one of " + choices(check.one_of));
     }
     if (check.accepts && !out.empty() && !check.accepts(out)) fail(node, path, check.expected);
     if (check.is_path && !out.empty() && !overridden_.count(path) && !(check.url_ok && is_url(out)) &&
@@ -763,7 +795,7 @@ class Documenter {
     return out + "]";
   }
   static std::string allowed(const Check& check) {
-    if (!check.one_of.empty()) return join(check.one_of);
+    if (!check.one_of.empty()) return choices(check.one_of);
     if (check.is_path && check.url_ok) return "URL, or path (relative to the config file)";
     if (check.is_path) return "path (relative to the config file)";
     if (check.accepts) return check.expected;
@@ -863,6 +895,8 @@ void check_consistency(const PipelineConfig& c) {
     DETSEG_CONFIG_CHECK(backbone && model_takes_backbone(*type, *backbone), at, "model.backbone: ", c.model.type,
                         " takes ", join(backbones_for(*type)), "; got ", c.model.backbone);
   }
+  DETSEG_CONFIG_CHECK((c.model.neck.empty() && c.model.head.empty()) || !type->neck.empty(), at,
+                      "model.neck/model.head: ", c.model.type, " has its own; they choose RetinaNet's and EfficientDet's");
   DETSEG_CONFIG_CHECK(c.model.num_classes > 0, at, "model.num_classes: required (a positive integer)");
   DETSEG_CONFIG_CHECK(c.model.min_level <= c.model.max_level, at, "model.min_level (", c.model.min_level,
                       ") must not exceed model.max_level (", c.model.max_level, ")");

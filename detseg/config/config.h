@@ -44,6 +44,7 @@ struct DeepLabConfig {
   double scale_step = 0.25;           // train_input.scale_min..scale_max in these steps (0: continuous)
   int64_t ignore_label = 255;
   double loss_weight = 1.0;
+  std::vector<double> class_weights;  // one per class (DeepLab's label_weights); empty: all 1
   bool upsample_logits = true;        // false: downsample labels (nearest) instead
   double top_k_percent_pixels = 1.0;
   int64_t hard_example_mining_step = 0;
@@ -121,6 +122,8 @@ struct ModelConfig {
   int64_t num_scales = 3;
   std::vector<double> aspect_ratios = {1.0, 2.0, 0.5};
   double anchor_scale = 4.0;
+  std::string neck;                   // a DETSEG_NECK line; empty: the model type's own
+  std::string head;                   // a DETSEG_DENSE_HEAD line; empty: the model type's own
   int64_t fpn_channels = 256;
   std::string head_norm = "none";     // RetinaNet head: none (torchvision v1) | group_norm (v2)
   bool frozen_batch_norm = true;

@@ -3,12 +3,13 @@
 
 #include <sstream>
 
+#include "detseg/config/config.h"
 #include "detseg/core/error.h"
 
 namespace detseg {
 
 // Each line's config check, declared here (defined in model_checks.cpp).
-#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
+#define DETSEG_MODEL(type, kind, masks, backbones, neck, head, scope, pad, check, builder, description) \
   void check(const PipelineConfig& config, const std::string& at);
 #include "detseg/config/parts.def"
 
@@ -31,8 +32,8 @@ std::deque<BackboneInfo>& backbone_table() {
 
 std::deque<ModelTypeInfo>& model_table() {
   static std::deque<ModelTypeInfo> table = {
-#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
-  {type, kind, masks, words(backbones), scope, pad, check, description},
+#define DETSEG_MODEL(type, kind, masks, backbones, neck, head, scope, pad, check, builder, description) \
+  {type, kind, masks, words(backbones), scope, pad, check, description, neck, head},
 #include "detseg/config/parts.def"
   };
   return table;
@@ -58,6 +59,34 @@ const std::vector<BoxLossInfo>& box_losses() {
 #include "detseg/config/parts.def"
   };
   return table;
+}
+
+const std::vector<PartInfo>& necks() {
+  static const std::vector<PartInfo> table = {
+#define DETSEG_NECK(name, builder, description) {name, description},
+#include "detseg/config/parts.def"
+  };
+  return table;
+}
+
+const std::vector<PartInfo>& dense_heads() {
+  static const std::vector<PartInfo> table = {
+#define DETSEG_DENSE_HEAD(name, builder, description) {name, description},
+#include "detseg/config/parts.def"
+  };
+  return table;
+}
+
+std::string neck_of(const ModelConfig& model) {
+  if (!model.neck.empty()) return model.neck;
+  const ModelTypeInfo* type = find_model_type(model.type);
+  return type ? type->neck : "";
+}
+
+std::string head_of(const ModelConfig& model) {
+  if (!model.head.empty()) return model.head;
+  const ModelTypeInfo* type = find_model_type(model.type);
+  return type ? type->head : "";
 }
 
 double box_loss_weight_of(const std::string& box_loss, double configured) {
@@ -109,6 +138,8 @@ void add_model_type_info(ModelTypeInfo info) {
                       "model registry: a model type needs a name and a kind (detector or segmenter)");
   DETSEG_CONFIG_CHECK(find_model_type(info.type) == nullptr, "model registry: ", info.type, " is already registered");
   DETSEG_CONFIG_CHECK(info.pad_multiple >= 0, "model registry: ", info.type, ": pad_multiple must be >= 0");
+  DETSEG_CONFIG_CHECK(info.neck.empty() == info.head.empty(), "model registry: ", info.type,
+                      ": a neck and a head, or neither");
   model_table().push_back(std::move(info));
 }
 

@@ -1,5 +1,6 @@
 // Implements: the tables of the parts a config can name, meta-architectures (model.type),
-// backbones (model.backbone), evaluators (eval.metric) and box losses (model.box_loss), as data:
+// backbones (model.backbone), dense-detector necks and heads (model.neck, model.head), evaluators
+// (eval.metric) and box losses (model.box_loss), as data:
 // names, what each model takes, descriptions. Config validation, `detseg info --config-keys` and
 // docs/config.md read them; models/registry.h pairs each entry with its builder. The built-in
 // entries are config/parts.def's lines; an application linking detseg adds its own models and
@@ -14,6 +15,7 @@
 
 namespace detseg {
 
+struct ModelConfig;
 struct PipelineConfig;
 
 // The config rules one model type adds (after the shared ones): throws ConfigError, `at` is the
@@ -30,6 +32,9 @@ struct ModelTypeInfo {
   int64_t pad_multiple = 32;          // keep-aspect batch padding; 0: 2^model.max_level
   ModelConfigCheck check;             // may be empty
   std::string description;
+  // Its own DETSEG_NECK and DETSEG_DENSE_HEAD (model.neck and model.head replace them); both empty
+  // when it has fixed ones.
+  std::string neck, head;
 };
 
 struct BackboneInfo {
@@ -46,6 +51,12 @@ struct EvaluatorInfo {
   std::string description;
 };
 
+// One DETSEG_NECK or DETSEG_DENSE_HEAD line.
+struct PartInfo {
+  std::string name;
+  std::string description;
+};
+
 // One DETSEG_BOX_LOSS line: a model.box_loss name and the weight model.box_loss_weight -1 means.
 struct BoxLossInfo {
   std::string name;
@@ -55,6 +66,12 @@ struct BoxLossInfo {
 
 const std::deque<ModelTypeInfo>& model_types();
 const std::vector<BoxLossInfo>& box_losses();
+const std::vector<PartInfo>& necks();
+const std::vector<PartInfo>& dense_heads();
+// model.neck / model.head as built: the configured one, else the model type's own ("" when the
+// type has fixed ones).
+std::string neck_of(const ModelConfig& model);
+std::string head_of(const ModelConfig& model);
 // model.box_loss_weight as used: `configured` unless it is -1, then `box_loss`'s default weight.
 double box_loss_weight_of(const std::string& box_loss, double configured);
 const std::vector<EvaluatorInfo>& evaluators();

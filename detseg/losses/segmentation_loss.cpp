@@ -76,14 +76,25 @@ at::Tensor softmax_cross_entropy_loss(const at::Tensor& logits_in, const at::Ten
   at::Tensor safe_labels = scaled_labels.masked_fill(~valid, 0);
   at::Tensor pixel_losses =
       at::cross_entropy_loss(scaled_logits, safe_labels, {}, at::Reduction::None) * valid.to(scaled_logits.dtype());
-  at::Tensor weighted = options.loss_weight() == 1.0 ? pixel_losses : pixel_losses * options.loss_weight();
-
-  if (top_k == 1.0) {
-    // tf.losses.softmax_cross_entropy with weights: SUM_BY_NONZERO_WEIGHTS.
-    const at::Tensor present = options.loss_weight() != 0 ? valid.sum().to(weighted.dtype())
-                                                          : at::zeros({}, weighted.options());
-    return div_maybe_zero(weighted.sum(), present);
+  at::Tensor weighted, present;  // present: the pixels whose weight is not 0
+  if (options.class_weights().empty()) {
+    weighted = options.loss_weight() == 1.0 ? pixel_losses : pixel_losses * options.loss_weight();
+    present = options.loss_weight() != 0 ? valid.sum().to(weighted.dtype()) : at::zeros({}, weighted.options());
+  } else {
+    // The reference's get_label_weight_mask: one_hot(label) . label_weights, times not-ignored.
+    DETSEG_CHECK(static_cast<int64_t>(options.class_weights().size()) == num_classes,
+                 "segmentation loss: class_weights has ", options.class_weights().size(), " entries for ",
+                 num_classes, " classes");
+    const at::Tensor table =
+        at::tensor(options.class_weights(), at::TensorOptions().dtype(at::kDouble)).to(pixel_losses.options()) *
+        options.loss_weight();
+    const at::Tensor weights = table.index_select(0, safe_labels.reshape({-1})).view_as(pixel_losses) *
+                               valid.to(pixel_losses.dtype());
+    weighted = pixel_losses * weights;
+    present = (weights != 0).sum().to(weighted.dtype());
   }
+
+  if (top_k == 1.0) return div_maybe_zero(weighted.sum(), present);  // SUM_BY_NONZERO_WEIGHTS
   const at::Tensor flat = weighted.reshape({-1});
   const int64_t k = hard_mining_num_pixels(flat.numel(), top_k, options.hard_example_mining_step(), global_step);
   if (k <= 0) return weighted.sum() * 0;

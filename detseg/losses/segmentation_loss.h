@@ -16,6 +16,9 @@ namespace detseg {
 struct SegmentationLossOptions {
   TORCH_ARG(int64_t, ignore_label) = 255;
   TORCH_ARG(double, loss_weight) = 1.0;
+  // Per-class weights, one per class (DeepLab's label_weights list): a pixel of class c weighs
+  // loss_weight x class_weights[c]. Empty: every class weighs 1.
+  TORCH_ARG(std::vector<double>, class_weights);
   TORCH_ARG(bool, upsample_logits) = true;      // false: downsample the labels instead
   TORCH_ARG(double, top_k_percent_pixels) = 1.0;  // 1.0: every pixel (no mining)
   TORCH_ARG(int64_t, hard_example_mining_step) = 0;  // 0: mine top_k from step 0
@@ -32,8 +35,9 @@ int64_t hard_mining_num_pixels(int64_t num_pixels, double top_k_percent_pixels, 
 at::Tensor resize_labels_nearest(const at::Tensor& labels, int64_t height, int64_t width);
 
 // One scale. logits [N, K, h, w] float; labels [N, H, W] int64 (0..K-1 or ignore_label).
-// Without mining: sum(weight x loss) / #(weight != 0). With mining: sum of the k largest weighted
-// pixel losses / #(those != 0). A label outside [0, K) other than ignore_label is an Error.
+// A pixel's weight is loss_weight x class_weights[label] (0 where ignored). Without mining:
+// sum(weight x loss) / #(weight != 0). With mining: sum of the k largest weighted pixel losses /
+// #(those != 0). A label outside [0, K) other than ignore_label is an Error.
 at::Tensor softmax_cross_entropy_loss(const at::Tensor& logits, const at::Tensor& labels,
                                       const SegmentationLossOptions& options, int64_t global_step = 0);
 

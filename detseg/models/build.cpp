@@ -116,6 +116,7 @@ std::shared_ptr<ModelImpl> deeplab_with(const PipelineConfig& config, bool decod
   o.crop_size = d.crop_size;
   o.loss.ignore_label(d.ignore_label)
       .loss_weight(d.loss_weight)
+      .class_weights(d.class_weights)
       .upsample_logits(d.upsample_logits)
       .top_k_percent_pixels(d.top_k_percent_pixels)
       .hard_example_mining_step(d.hard_example_mining_step);
@@ -137,7 +138,10 @@ std::shared_ptr<ModelImpl> build_retinanet(const PipelineConfig& config) {
       .frozen_stages(5 - m.trainable_backbone_stages)
       .fpn_channels(m.fpn_channels)
       .num_anchors(dense_num_anchors(m))
-      .head_group_norm_groups(m.head_norm == "group_norm" ? 32 : 0);
+      .head_group_norm_groups(m.head_norm == "group_norm" ? 32 : 0)
+      .neck(neck_of(m))
+      .head(head_of(m))
+      .bn_momentum(m.batch_norm_momentum);
   auto network = std::make_shared<RetinaNetNetworkImpl>(net_options);
   return std::make_shared<DenseDetectorImpl>(dense_detector_options(config), network,
                                              [network](const at::Tensor& x) { return network->forward(x); });
@@ -147,7 +151,10 @@ std::shared_ptr<ModelImpl> build_efficientdet(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
   EfficientDetNetworkOptions net_options(m.efficientdet[1] - '0', m.num_classes);
   net_options.num_anchors(dense_num_anchors(m));
-  net_options.bn_momentum(m.batch_norm_momentum);
+  net_options.bn_momentum(m.batch_norm_momentum)
+      .neck(neck_of(m))
+      .head(head_of(m))
+      .head_group_norm_groups(m.head_norm == "group_norm" ? 32 : 0);
   auto network = std::make_shared<EfficientDetNetworkImpl>(net_options);
   return std::make_shared<DenseDetectorImpl>(dense_detector_options(config), network,
                                              [network](const at::Tensor& x) { return network->forward(x); });

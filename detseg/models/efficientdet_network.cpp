@@ -5,6 +5,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/models/dense_outputs.h"
+#include "detseg/models/registry.h"
 
 namespace detseg {
 
@@ -25,25 +26,35 @@ EfficientDetNetworkImpl::EfficientDetNetworkImpl(const EfficientDetNetworkOption
                                                           .bn_momentum(options.bn_momentum())
                                                           .drop_connect_rate(options.drop_connect_rate())
                                                           .returned_stages({3, 5, 7})));
-  std::vector<int64_t> in_channels;
-  for (const auto& spec : backbone->feature_specs()) in_channels.push_back(spec.channels);
-  fpn = register_module("fpn", BiFpn(BiFpnOptions(in_channels, scaling.bifpn_width, scaling.bifpn_depth)
-                                         .eps(options.bn_eps())
-                                         .momentum(options.bn_momentum())));
-  const auto head_options = EfficientDetHeadOptions(scaling.bifpn_width, scaling.head_depth,
-                                                    options.num_anchors(), options.num_classes())
-                                .prior_probability(options.prior_probability())
-                                .eps(options.bn_eps())
-                                .momentum(options.bn_momentum());
-  class_net = register_module("class_net", make_efficientdet_class_net(head_options));
-  box_net = register_module("box_net", make_efficientdet_box_net(head_options));
+  NeckOptions neck;
+  for (const auto& spec : backbone->feature_specs()) neck.in_channels.push_back(spec.channels);
+  neck.width = scaling.bifpn_width;
+  neck.repeats = scaling.bifpn_depth;
+  neck.bn_eps = options.bn_eps();
+  neck.bn_momentum = options.bn_momentum();
+  fpn = register_module("fpn", build_neck(options.neck(), neck));
+  DETSEG_CONFIG_CHECK(options.head_group_norm_groups() == 0 || scaling.bifpn_width % options.head_group_norm_groups() == 0,
+                      "model.head_norm: group_norm needs a width in ", options.head_group_norm_groups(),
+                      " groups; EfficientDet-D", options.compound_coef(), "'s is ", scaling.bifpn_width);
+  DenseHeadOptions h;
+  h.in_channels = scaling.bifpn_width;
+  h.num_anchors = options.num_anchors();
+  h.num_classes = options.num_classes();
+  h.depth = scaling.head_depth;
+  h.prior_probability = options.prior_probability();
+  h.group_norm_groups = options.head_group_norm_groups();
+  h.bn_eps = options.bn_eps();
+  h.bn_momentum = options.bn_momentum();
+  head = build_dense_head(options.head(), h);
+  for (auto& child : head->named_children()) register_module(child.key(), child.value());
 }
 
 DenseOutputs EfficientDetNetworkImpl::forward(const at::Tensor& images) {
   const std::vector<at::Tensor> pyramid = fpn->forward(backbone->forward(images));
+  DenseHeadOutputs predicted = head->forward(pyramid);
   DenseOutputs out;
-  out.cls_logits = class_net->forward(pyramid);
-  out.box_regression = box_net->forward(pyramid);
+  out.cls_logits = std::move(predicted.cls_logits);
+  out.box_regression = std::move(predicted.box_regression);
   set_level_geometry(out, pyramid, /*min_level=*/3);
   return out;
 }

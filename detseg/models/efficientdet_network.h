@@ -1,5 +1,7 @@
 // Implements: EfficientDet D0-D7 networks (EfficientNet backbone + BiFPN + class/box nets) scaled
-// per the EfficientDet paper's table. Losses, anchors and postprocessing live elsewhere.
+// per the EfficientDet paper's table. The neck and the head are model.neck's and model.head's
+// parts (config/parts.def): BiFPN and EfficientDet's nets unless the config names others, at the
+// size's width and depths. Losses, anchors and postprocessing live elsewhere.
 #pragma once
 
 #include <torch/arg.h>
@@ -8,8 +10,8 @@
 
 #include "detseg/models/backbones/efficientnet.h"
 #include "detseg/models/dense_outputs.h"
-#include "detseg/models/heads/efficientdet_head.h"
-#include "detseg/models/necks/bifpn.h"
+#include "detseg/models/heads/dense_head.h"
+#include "detseg/models/necks/neck.h"
 
 namespace detseg {
 
@@ -33,6 +35,9 @@ struct EfficientDetNetworkOptions {
   TORCH_ARG(double, prior_probability) = 0.01;
   TORCH_ARG(double, bn_eps) = 1e-3;            // the reference's TF default, everywhere
   TORCH_ARG(double, bn_momentum) = 0.01;
+  TORCH_ARG(std::string, neck) = "bifpn";         // a DETSEG_NECK line
+  TORCH_ARG(std::string, head) = "efficientdet";  // a DETSEG_DENSE_HEAD line
+  TORCH_ARG(int64_t, head_group_norm_groups) = 0;  // the retinanet head's GroupNorm
 };
 
 class EfficientDetNetworkImpl : public torch::nn::Module {
@@ -43,8 +48,10 @@ class EfficientDetNetworkImpl : public torch::nn::Module {
   EfficientDetNetworkOptions options;
   EfficientDetScaling scaling;
   EfficientNet backbone{nullptr};
-  BiFpn fpn{nullptr};
-  EfficientDetSubnet class_net{nullptr}, box_net{nullptr};
+  std::shared_ptr<NeckImpl> fpn;
+  // Its children (class_net and box_net for EfficientDet's) are registered on the network itself,
+  // the reference's layout.
+  std::shared_ptr<DenseHeadImpl> head;
 };
 TORCH_MODULE(EfficientDetNetwork);
 

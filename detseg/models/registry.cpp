@@ -8,10 +8,13 @@
 namespace detseg {
 
 // Each line's builder, declared here so that adding a part needs no other edit.
-#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) \
+#define DETSEG_MODEL(type, kind, masks, backbones, neck, head, scope, pad, check, builder, description) \
   std::shared_ptr<ModelImpl> builder(const PipelineConfig& config);
 #define DETSEG_BACKBONE(name, family, builder, description) \
   std::shared_ptr<BackboneImpl> builder(const std::string& backbone, const BackboneOptions& options);
+#define DETSEG_NECK(name, builder, description) std::shared_ptr<NeckImpl> builder(const NeckOptions& options);
+#define DETSEG_DENSE_HEAD(name, builder, description) \
+  std::shared_ptr<DenseHeadImpl> builder(const DenseHeadOptions& options);
 #include "detseg/config/parts.def"
 
 namespace {
@@ -26,13 +29,33 @@ std::map<std::string, BackboneBuilder>& backbone_builders() {
 
 std::map<std::string, ModelBuilder>& model_builders() {
   static std::map<std::string, ModelBuilder> table = {
-#define DETSEG_MODEL(type, kind, masks, backbones, scope, pad, check, builder, description) {type, builder},
+#define DETSEG_MODEL(type, kind, masks, backbones, neck, head, scope, pad, check, builder, description) {type, builder},
 #include "detseg/config/parts.def"
   };
   return table;
 }
 
 }  // namespace
+
+std::shared_ptr<NeckImpl> build_neck(const std::string& name, const NeckOptions& options) {
+  static const std::map<std::string, std::shared_ptr<NeckImpl> (*)(const NeckOptions&)> table = {
+#define DETSEG_NECK(name, builder, description) {name, builder},
+#include "detseg/config/parts.def"
+  };
+  auto it = table.find(name);
+  DETSEG_CONFIG_CHECK(it != table.end(), "model.neck: no neck named ", name);
+  return it->second(options);
+}
+
+std::shared_ptr<DenseHeadImpl> build_dense_head(const std::string& name, const DenseHeadOptions& options) {
+  static const std::map<std::string, std::shared_ptr<DenseHeadImpl> (*)(const DenseHeadOptions&)> table = {
+#define DETSEG_DENSE_HEAD(name, builder, description) {name, builder},
+#include "detseg/config/parts.def"
+  };
+  auto it = table.find(name);
+  DETSEG_CONFIG_CHECK(it != table.end(), "model.head: no head named ", name);
+  return it->second(options);
+}
 
 std::shared_ptr<BackboneImpl> build_backbone(const std::string& name, const BackboneOptions& options) {
   auto it = backbone_builders().find(name);

@@ -1,7 +1,8 @@
 // Implements: the builders behind the part tables (config/registry.h): model.type -> the model,
-// model.backbone -> the backbone network, one entry per config/parts.def line (the table is in
-// registry.cpp, nowhere else); and register_model / register_backbone, which add an application's
-// own model types and backbones to both tables at run time.
+// model.backbone -> the backbone network, model.neck / model.head -> a dense detector's parts, one
+// entry per config/parts.def line (the table is in registry.cpp, nowhere else); and register_model
+// / register_backbone, which add an application's own model types and backbones to both tables at
+// run time.
 #pragma once
 
 #include <functional>
@@ -11,6 +12,8 @@
 #include "detseg/config/config.h"
 #include "detseg/config/registry.h"
 #include "detseg/models/backbones/backbone.h"
+#include "detseg/models/heads/dense_head.h"
+#include "detseg/models/necks/neck.h"
 #include "detseg/models/model.h"
 
 namespace detseg {
@@ -31,6 +34,10 @@ std::shared_ptr<BackboneImpl> build_backbone(const std::string& name, const Back
 // Adds a backbone (info: name, family, description) with its maker: configs may name it from then
 // on, for every model type that takes any backbone ("*": DeepLab).
 void register_backbone(BackboneInfo info, BackboneBuilder build);
+
+// model.neck's and model.head's parts (config/parts.def's DETSEG_NECK and DETSEG_DENSE_HEAD).
+std::shared_ptr<NeckImpl> build_neck(const std::string& name, const NeckOptions& options);
+std::shared_ptr<DenseHeadImpl> build_dense_head(const std::string& name, const DenseHeadOptions& options);
 
 // model.type's builder: the model a validated config describes.
 using ModelBuilder = std::function<std::shared_ptr<ModelImpl>(const PipelineConfig& config)>;

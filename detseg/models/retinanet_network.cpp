@@ -3,20 +3,35 @@
 
 #include <ATen/ATen.h>
 
+#include "detseg/models/registry.h"
+
 namespace detseg {
 
-ResNetFpnImpl::ResNetFpnImpl(const RetinaNetNetworkOptions& options)
-    : ResNetFpnImpl(ResNetOptions(options.depth())
-                        .frozen_bn(options.frozen_bn())
-                        .frozen_stages(options.frozen_stages())
-                        .returned_layers({2, 3, 4}),
-                    FpnOptions({}, options.fpn_channels()).extra_p6p7(true).p6_from_p5(options.p6_from_p5())) {}
+namespace {
+std::vector<int64_t> channels_of(const ResNet& body) {
+  std::vector<int64_t> out;
+  for (const auto& spec : body->feature_specs()) out.push_back(spec.channels);
+  return out;
+}
+}  // namespace
+
+ResNetFpnImpl::ResNetFpnImpl(const RetinaNetNetworkOptions& options) {
+  body = register_module("body", ResNet(ResNetOptions(options.depth())
+                                            .frozen_bn(options.frozen_bn())
+                                            .frozen_stages(options.frozen_stages())
+                                            .returned_layers({2, 3, 4})));
+  NeckOptions neck;
+  neck.in_channels = channels_of(body);
+  neck.width = options.fpn_channels();
+  neck.repeats = options.neck_repeats();
+  neck.p6_from_p5 = options.p6_from_p5();
+  neck.bn_momentum = options.bn_momentum();
+  fpn = register_module("fpn", build_neck(options.neck(), neck));
+}
 
 ResNetFpnImpl::ResNetFpnImpl(const ResNetOptions& body_options, FpnOptions fpn_options) {
   body = register_module("body", ResNet(body_options));
-  std::vector<int64_t> in_channels;
-  for (const auto& spec : body->feature_specs()) in_channels.push_back(spec.channels);
-  fpn = register_module("fpn", Fpn(fpn_options.in_channels(in_channels)));
+  fpn = register_module("fpn", Fpn(fpn_options.in_channels(channels_of(body))).ptr());
 }
 
 std::vector<at::Tensor> ResNetFpnImpl::forward(const at::Tensor& images) {
@@ -26,18 +41,23 @@ std::vector<at::Tensor> ResNetFpnImpl::forward(const at::Tensor& images) {
 RetinaNetNetworkImpl::RetinaNetNetworkImpl(const RetinaNetNetworkOptions& options_)
     : options(options_) {
   backbone = register_module("backbone", ResNetFpn(options));
-  head = register_module(
-      "head", RetinaNetHead(RetinaNetHeadOptions(options.fpn_channels(), options.num_anchors(),
-                                                 options.num_classes())
-                                .prior_probability(options.prior_probability())
-                                .group_norm_groups(options.head_group_norm_groups())));
+  DenseHeadOptions h;
+  h.in_channels = options.fpn_channels();
+  h.num_anchors = options.num_anchors();
+  h.num_classes = options.num_classes();
+  h.depth = options.head_depth();
+  h.prior_probability = options.prior_probability();
+  h.group_norm_groups = options.head_group_norm_groups();
+  h.bn_momentum = options.bn_momentum();
+  head = register_module("head", build_dense_head(options.head(), h));
 }
 
 DenseOutputs RetinaNetNetworkImpl::forward(const at::Tensor& images) {
   const std::vector<at::Tensor> pyramid = backbone->forward(images);
+  DenseHeadOutputs predicted = head->forward(pyramid);
   DenseOutputs out;
-  out.cls_logits = head->classification_head->forward(pyramid);
-  out.box_regression = head->regression_head->forward(pyramid);
+  out.cls_logits = std::move(predicted.cls_logits);
+  out.box_regression = std::move(predicted.box_regression);
   set_level_geometry(out, pyramid, /*min_level=*/3);
   return out;
 }

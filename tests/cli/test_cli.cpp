@@ -106,14 +106,16 @@ TEST(Cli, CocoEvalRunsWithoutTheEngineAndForwardingErrorsAreClear) {
   CliRun info_no_engine = run("info", no_engine);
   EXPECT_EQ(info_no_engine.code, 1) << info_no_engine.output;
   EXPECT_NE(info_no_engine.output.find("/nonexistent/detseg-engine"), std::string::npos) << info_no_engine.output;
-  // The engine gets the arguments unchanged, and passive OpenMP waiting unless the user chose.
-  const std::string fake_engine = write_temp("fake-engine.sh", "#!/bin/sh\necho \"args=$* omp=$OMP_WAIT_POLICY\"\n");
+  // The engine gets the arguments unchanged, and OpenMP's short spin unless the user chose a
+  // waiting policy.
+  const std::string fake_engine = write_temp(
+      "fake-engine.sh", "#!/bin/sh\necho \"args=$* omp=$OMP_WAIT_POLICY spin=$GOMP_SPINCOUNT\"\n");
   fs::permissions(fake_engine, fs::perms::owner_all);
-  CliRun forwarded = run("--threads 1 info", "DETSEG_ENGINE=" + fake_engine);
-  EXPECT_NE(forwarded.output.find("args=--threads 1 info omp=passive"), std::string::npos)
+  CliRun forwarded = run("--threads 1 info", "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT DETSEG_ENGINE=" + fake_engine);
+  EXPECT_NE(forwarded.output.find("args=--threads 1 info omp= spin=3000"), std::string::npos)
       << forwarded.output;
   forwarded = run("info", "OMP_WAIT_POLICY=active DETSEG_ENGINE=" + fake_engine);
-  EXPECT_NE(forwarded.output.find("omp=active"), std::string::npos) << forwarded.output;
+  EXPECT_NE(forwarded.output.find("omp=active spin=\n"), std::string::npos) << forwarded.output;
   // The front loads neither LibTorch nor libcurl (opened only by a download, hub/download.cpp):
   // ld.so's trace of what the process maps, the list ldd prints.
   CliRun loaded = run("--version", "LD_TRACE_LOADED_OBJECTS=1");

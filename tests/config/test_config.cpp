@@ -130,6 +130,11 @@ TEST(Config, ConsistencyChecks) {
   EXPECT_NE(error_of("model: {type: deeplabv3plus, num_classes: 2, deeplab: {head_conv: true}}\n")
                 .find("model.deeplab.head_conv: deeplabv3 only"),
             std::string::npos);
+  // Per-class loss weights: one per class.
+  EXPECT_EQ(error_of("model: {type: deeplabv3, num_classes: 2, deeplab: {class_weights: [0.5, 2]}}\n"), "no error");
+  EXPECT_NE(error_of("model: {type: deeplabv3, num_classes: 3, deeplab: {class_weights: [0.5, 2]}}\n")
+                .find("model.deeplab.class_weights: one weight per class, 3 (model.num_classes), got 2"),
+            std::string::npos);
 }
 
 TEST(Config, EvalMetricsAndModelRulesComeFromThePartTables) {
@@ -142,15 +147,27 @@ TEST(Config, EvalMetricsAndModelRulesComeFromThePartTables) {
         << e.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"coco", "voc", "miou"}));
-  // A model's own rules (its line's check, config/model_checks.cpp): RetinaNet's GroupNorm head needs
-  // channels in 32 groups; other models do not read head_norm and refuse it.
+  // A model's own rules (its line's check, config/model_checks.cpp): the retinanet head's GroupNorm
+  // needs channels in 32 groups; models without that head do not read head_norm and refuse it.
   EXPECT_EQ(error_of("model: {type: retinanet, num_classes: 2, fpn_channels: 64, head_norm: group_norm}\n"), "no error");
   EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2, fpn_channels: 48, head_norm: group_norm}\n")
-                .find("model.head_norm: group_norm is for RetinaNet with model.fpn_channels a multiple of 32 (32 groups), "
-                      "got retinanet with 48 channels"),
+                .find("model.head_norm: group_norm is for the retinanet head with a width that is a multiple of 32 "
+                      "(32 groups), got retinanet with retinanet head and 48 channels"),
             std::string::npos);
   EXPECT_NE(error_of("model: {type: faster_rcnn, num_classes: 2, head_norm: group_norm}\n")
-                .find("got faster_rcnn with 256 channels"),
+                .find("got faster_rcnn with its own head"),
+            std::string::npos);
+  EXPECT_NE(error_of("model: {type: efficientdet, num_classes: 2, head_norm: group_norm}\n")
+                .find("got efficientdet with efficientdet head"),
+            std::string::npos);
+  EXPECT_EQ(error_of("model: {type: efficientdet, num_classes: 2, head: retinanet, head_norm: group_norm}\n"),
+            "no error");
+  // model.neck / model.head: the DETSEG_NECK / DETSEG_DENSE_HEAD lines, for the dense detectors.
+  EXPECT_EQ(error_of("model: {type: retinanet, num_classes: 2, neck: bifpn, head: efficientdet}\n"), "no error");
+  EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2, neck: pafpn}\n").find("one of \"\", fpn, bifpn"),
+            std::string::npos);
+  EXPECT_NE(error_of("model: {type: mask_rcnn, num_classes: 2, head: retinanet}\n")
+                .find("model.neck/model.head: mask_rcnn has its own; they choose RetinaNet's and EfficientDet's"),
             std::string::npos);
   // RetinaNet's and EfficientDet's networks have P3-P7 built in: other levels fail at parse time.
   EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2, min_level: 4}\n")

@@ -7,6 +7,7 @@
 #include "detseg/models/build.h"
 #include "detseg/models/efficientdet_network.h"
 #include "detseg/models/layers/frozen_batch_norm.h"
+#include "detseg/models/necks/bifpn.h"
 
 namespace {
 
@@ -49,7 +50,9 @@ TEST(EfficientDet, TrainStepChangesFusionWeights) {
   net->train();
   auto out = net->forward(at::randn({1, 3, 64, 64}));
   (out.cls_logits.sigmoid().sum() + out.box_regression.pow(2).sum()).backward();
-  const at::Tensor& w = net->fpn->cells[0]->nodes[4]->weights;  // P4 out: 3 inputs
+  const auto bifpn = std::dynamic_pointer_cast<detseg::BiFpnImpl>(net->fpn);  // the default neck
+  ASSERT_TRUE(bifpn);
+  const at::Tensor& w = bifpn->cells[0]->nodes[4]->weights;  // P4 out: 3 inputs
   ASSERT_EQ(w.numel(), 3);
   ASSERT_TRUE(w.grad().defined());
   EXPECT_GT(w.grad().abs().sum().item<float>(), 0.0f);

@@ -1,5 +1,6 @@
 // The part tables (config/parts.def; config/registry.h, models/registry.h): every model type and
 // backbone combination the config accepts builds and runs, every other is refused in one line;
+// every neck and head builds and trains in each dense detector;
 // and the worked examples of docs/architecture.md: a new backbone and a new model type, each added
 // in one file (this one) and one registration line, trained through the ordinary config.
 #include <gtest/gtest.h>
@@ -70,6 +71,61 @@ TEST(Registry, EveryCombinationTheConfigAcceptsBuildsAndRunsAndTheOthersAreRefus
   }
   // retinanet, faster_rcnn, mask_rcnn x 4 ResNets; 2 DeepLabs x 6 backbones; efficientdet.
   EXPECT_GE(built, 3 * 4 + 2 * 6 + 1);
+}
+
+TEST(Registry, EveryNeckAndHeadBuildsAndTrainsInEachDenseDetector) {
+  // model.neck x model.head (DETSEG_NECK x DETSEG_DENSE_HEAD lines) in each model type that has them.
+  int built = 0;
+  for (const detseg::ModelTypeInfo& type : detseg::model_types()) {
+    if (type.neck.empty()) continue;
+    int64_t anchors = -1;
+    for (const detseg::PartInfo& neck : detseg::necks()) {
+      for (const detseg::PartInfo& head : detseg::dense_heads()) {
+        SCOPED_TRACE(type.type + " + " + neck.name + " + " + head.name);
+        std::string yaml = small_config(type.type, "resnet18");
+        yaml.insert(yaml.find('{') + 1, "neck: " + neck.name + ", head: " + head.name + ", ");
+        const detseg::PipelineConfig config = detseg::parse_config(yaml, "combo.yaml");
+        EXPECT_EQ(detseg::neck_of(config.model), neck.name);
+        EXPECT_EQ(detseg::head_of(config.model), head.name);
+        torch::manual_seed(0);
+        auto model = detseg::build_model(config);
+        model->train();
+        const std::vector<at::Tensor> out = model->network_outputs(at::randn({2, 3, 128, 128}));
+        ASSERT_EQ(out.size(), 2u);  // cls_logits [N, A, K], box_regression [N, A, 4]
+        EXPECT_EQ(out[0].size(2), 3);
+        EXPECT_EQ(out[1].size(2), 4);
+        if (anchors < 0) anchors = out[0].size(1);
+        EXPECT_EQ(out[0].size(1), anchors);  // the same P3-P7 anchors whatever the parts
+        (out[0].sigmoid().sum() + out[1].pow(2).sum()).backward();
+        // Every parameter of the neck and the head gets a gradient.
+        int64_t neck_and_head = 0;
+        for (const auto& p : model->named_parameters()) {
+          if (p.key().rfind("backbone.body.", 0) == 0 || (p.key().rfind("backbone.", 0) == 0 && type.type != "retinanet"))
+            continue;
+          ++neck_and_head;
+          EXPECT_TRUE(p.value().grad().defined() && p.value().grad().isfinite().all().item<bool>()) << p.key();
+        }
+        EXPECT_GT(neck_and_head, 0);
+        ++built;
+      }
+    }
+  }
+  EXPECT_EQ(built, 2 * static_cast<int>(detseg::necks().size() * detseg::dense_heads().size()));
+  // The models' own parts keep the reference layouts (torchvision's for RetinaNet, the reference's
+  // for EfficientDet), so checkpoints and pretrained weights load as before.
+  auto names_of = [](const std::string& yaml) {
+    std::string all;
+    for (const auto& p : detseg::build_model(detseg::parse_config(yaml, "default.yaml"))->named_parameters())
+      all += p.key() + "\n";
+    return all;
+  };
+  const std::string retinanet = names_of(small_config("retinanet", "resnet18"));
+  EXPECT_NE(retinanet.find("backbone.fpn.inner_blocks.0.0.weight\n"), std::string::npos);
+  EXPECT_NE(retinanet.find("head.classification_head.cls_logits.bias\n"), std::string::npos);
+  const std::string efficientdet = names_of(small_config("efficientdet", ""));
+  EXPECT_NE(efficientdet.find("\nfpn.cells.0."), std::string::npos);
+  EXPECT_NE(efficientdet.find("\nclass_net.predict."), std::string::npos);
+  EXPECT_NE(efficientdet.find("\nbox_net.predict."), std::string::npos);
 }
 
 // ---- The worked example (docs/architecture.md, "Add a backbone"): a backbone is a BackboneImpl

@@ -65,7 +65,8 @@ TEST(RetinaNet, OutputShapesAndPriorBias) {
   const int64_t cells = 8 * 12 + 4 * 6 + 2 * 3 + 1 * 2 + 1 * 1;
   EXPECT_EQ(out.cls_logits.sizes(), (std::vector<int64_t>{1, cells * 9, 4}));
   EXPECT_EQ(out.box_regression.sizes(), (std::vector<int64_t>{1, cells * 9, 4}));
-  EXPECT_NEAR(net->head->classification_head->predictor->bias[0].item<float>(), -std::log(99.0), 1e-5);
+  EXPECT_NEAR(net->named_parameters()["head.classification_head.cls_logits.bias"][0].item<float>(), -std::log(99.0),
+              1e-5);
 }
 
 }  // namespace

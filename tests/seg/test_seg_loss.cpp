@@ -1,5 +1,5 @@
 // Tests: DeepLab's per-scale softmax cross-entropy against values worked out by hand: the ignore
-// label (255 and a configurable one), the loss weight, top-k pixel mining and its ramp over
+// label (255 and a configurable one), the loss weight and per-class weights, top-k pixel mining and its ramp over
 // hard_example_mining_step, the safe division when nothing is present, label downsampling
 // (nearest, aligned corners) and logit upsampling (bilinear, aligned corners).
 #include <ATen/ATen.h>
@@ -43,6 +43,28 @@ TEST(SegLoss, IgnoredPixelsAreMaskedAndTheMeanIsOverTheRest) {
   // non-zero weights: a loss weight of 2 doubles the value.
   EXPECT_NEAR(softmax_cross_entropy_loss(logits, labels, SegmentationLossOptions().loss_weight(2)).item<double>(),
               2 * expected, 1e-6);
+}
+
+TEST(SegLoss, ClassWeightsScaleEachPixelAndAZeroWeightLeavesTheCount) {
+  // Pixels: label 0 (v 0: ln 2), label 1 (v 1: log(1 + e)), label 1 (v 2: log(1 + e^2)), ignored.
+  const at::Tensor logits = two_class_logits({0, 1, 2, 5});
+  const at::Tensor labels = labels_of({0, 1, 1, 255});
+  // Weights 3 (class 0) and 0.5 (class 1), loss weight 2: per pixel 6, 1, 1, 0; three non-zero.
+  const auto o = SegmentationLossOptions().loss_weight(2).class_weights({3.0, 0.5});
+  const double expected = (6 * std::log(2.0) + ce_label1(1) + ce_label1(2)) / 3;  // 2.5330
+  EXPECT_NEAR(expected, 2.5330, 1e-4);
+  EXPECT_NEAR(softmax_cross_entropy_loss(logits, labels, o).item<double>(), expected, 1e-5);
+  // A class weighed 0 leaves the count as the ignore label does (SUM_BY_NONZERO_WEIGHTS).
+  EXPECT_NEAR(softmax_cross_entropy_loss(logits, labels, SegmentationLossOptions().class_weights({0.0, 1.0}))
+                  .item<double>(),
+              (ce_label1(1) + ce_label1(2)) / 2, 1e-6);
+  // With mining, the weighted losses are ranked: 50% of 4 = 2 pixels, 6 ln 2 = 4.159 and 2.127.
+  EXPECT_NEAR(softmax_cross_entropy_loss(logits, labels, SegmentationLossOptions(o).top_k_percent_pixels(0.5))
+                  .item<double>(),
+              (6 * std::log(2.0) + ce_label1(2)) / 2, 1e-5);
+  // One weight per class, or an error that says so.
+  EXPECT_THROW(softmax_cross_entropy_loss(logits, labels, SegmentationLossOptions().class_weights({1.0})),
+               detseg::Error);
 }
 
 TEST(SegLoss, TheIgnoreLabelIsConfigurable) {

@@ -67,4 +67,23 @@ EfficientDetSubnet make_efficientdet_box_net(const EfficientDetHeadOptions& opti
   return EfficientDetSubnet(options, 4, 0.0);
 }
 
+
+EfficientDetHeadImpl::EfficientDetHeadImpl(const EfficientDetHeadOptions& options) {
+  class_net = register_module("class_net", make_efficientdet_class_net(options));
+  box_net = register_module("box_net", make_efficientdet_box_net(options));
+}
+
+DenseHeadOutputs EfficientDetHeadImpl::forward(const std::vector<at::Tensor>& pyramid) {
+  return {class_net->forward(pyramid), box_net->forward(pyramid)};
+}
+
+std::shared_ptr<DenseHeadImpl> make_efficientdet_head(const DenseHeadOptions& o) {
+  return std::make_shared<EfficientDetHeadImpl>(EfficientDetHeadOptions(o.in_channels, o.depth, o.num_anchors,
+                                                                        o.num_classes)
+                                                    .num_levels(o.num_levels)
+                                                    .prior_probability(o.prior_probability)
+                                                    .eps(o.bn_eps)
+                                                    .momentum(o.bn_momentum));
+}
+
 }  // namespace detseg

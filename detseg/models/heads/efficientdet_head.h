@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "detseg/models/heads/dense_head.h"
 #include "detseg/models/layers/frozen_batch_norm.h"
 #include "detseg/models/layers/separable_conv.h"
 
@@ -44,5 +45,15 @@ TORCH_MODULE(EfficientDetSubnet);
 // The class net has K outputs per anchor with the prior-probability bias; the box net 4.
 EfficientDetSubnet make_efficientdet_class_net(const EfficientDetHeadOptions& options);
 EfficientDetSubnet make_efficientdet_box_net(const EfficientDetHeadOptions& options);
+
+// Both nets: model.head "efficientdet" (make_efficientdet_head). Children class_net and box_net
+// (EfficientDet's network registers them at its top level, the reference's layout).
+class EfficientDetHeadImpl : public DenseHeadImpl {
+ public:
+  explicit EfficientDetHeadImpl(const EfficientDetHeadOptions& options);
+  DenseHeadOutputs forward(const std::vector<at::Tensor>& pyramid) override;
+
+  EfficientDetSubnet class_net{nullptr}, box_net{nullptr};
+};
 
 }  // namespace detseg

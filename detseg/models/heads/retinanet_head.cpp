@@ -74,4 +74,16 @@ RetinaNetHeadImpl::RetinaNetHeadImpl(const RetinaNetHeadOptions& options_) : opt
       register_module("regression_head", RetinaNetSubnet(options, 4, "bbox_reg", 0.0));
 }
 
+
+DenseHeadOutputs RetinaNetHeadImpl::forward(const std::vector<at::Tensor>& pyramid) {
+  return {classification_head->forward(pyramid), regression_head->forward(pyramid)};
+}
+
+std::shared_ptr<DenseHeadImpl> make_retinanet_head(const DenseHeadOptions& o) {
+  return std::make_shared<RetinaNetHeadImpl>(RetinaNetHeadOptions(o.in_channels, o.num_anchors, o.num_classes)
+                                                 .num_convs(o.depth)
+                                                 .prior_probability(o.prior_probability)
+                                                 .group_norm_groups(o.group_norm_groups));
+}
+
 }  // namespace detseg

@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "detseg/models/heads/dense_head.h"
 #include "detseg/models/layers/conv_bn_act.h"
 
 namespace detseg {
@@ -48,9 +49,11 @@ TORCH_MODULE(RetinaNetSubnet);
 // Reshapes a predictor output [N, A * D, H, W] to [N, H * W * A, D].
 at::Tensor flatten_dense_prediction(const at::Tensor& x, int64_t outputs_per_anchor);
 
-class RetinaNetHeadImpl : public torch::nn::Module {
+// Also model.head "retinanet" (make_retinanet_head).
+class RetinaNetHeadImpl : public DenseHeadImpl {
  public:
   explicit RetinaNetHeadImpl(const RetinaNetHeadOptions& options);
+  DenseHeadOutputs forward(const std::vector<at::Tensor>& pyramid) override;
 
   RetinaNetHeadOptions options;
   RetinaNetSubnet classification_head{nullptr}, regression_head{nullptr};

@@ -127,4 +127,9 @@ std::vector<at::Tensor> BiFpnImpl::forward(const std::vector<at::Tensor>& featur
   return maps;
 }
 
+std::shared_ptr<NeckImpl> make_bifpn_neck(const NeckOptions& o) {
+  return std::make_shared<BiFpnImpl>(
+      BiFpnOptions(o.in_channels, o.width, o.repeats).eps(o.bn_eps).momentum(o.bn_momentum));
+}
+
 }  // namespace detseg

@@ -11,6 +11,7 @@
 
 #include "detseg/models/layers/conv_bn_act.h"
 #include "detseg/models/layers/separable_conv.h"
+#include "detseg/models/necks/neck.h"
 
 namespace detseg {
 
@@ -53,11 +54,12 @@ class BiFpnCellImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BiFpnCell);
 
-class BiFpnImpl : public torch::nn::Module {
+// Also model.neck "bifpn" (make_bifpn_neck).
+class BiFpnImpl : public NeckImpl {
  public:
   explicit BiFpnImpl(const BiFpnOptions& options);
   // features: backbone C3, C4, C5 -> P3..P7 each [N, width, H_l, W_l].
-  std::vector<at::Tensor> forward(const std::vector<at::Tensor>& features);
+  std::vector<at::Tensor> forward(const std::vector<at::Tensor>& features) override;
 
   BiFpnOptions options;
   ConvBnAct p6_resample{nullptr};  // C5 -> width channels before pooling to P6

@@ -71,4 +71,8 @@ std::vector<at::Tensor> FpnImpl::forward(const std::vector<at::Tensor>& features
   return results;
 }
 
+std::shared_ptr<NeckImpl> make_fpn_neck(const NeckOptions& o) {
+  return std::make_shared<FpnImpl>(FpnOptions(o.in_channels, o.width).extra_p6p7(true).p6_from_p5(o.p6_from_p5));
+}
+
 }  // namespace detseg

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "detseg/models/layers/conv_bn_act.h"
+#include "detseg/models/necks/neck.h"
 
 namespace detseg {
 
@@ -28,11 +29,12 @@ struct FpnOptions {
   TORCH_ARG(bool, extra_max_pool) = false;
 };
 
-class FpnImpl : public torch::nn::Module {
+// Also model.neck "fpn" (make_fpn_neck): C3-C5 -> P3-P7 with P6/P7 on top.
+class FpnImpl : public NeckImpl {
  public:
   explicit FpnImpl(const FpnOptions& options);
   // features: C_l maps finest first -> P_l maps finest first (+ P6, P7 or the pooled level).
-  std::vector<at::Tensor> forward(const std::vector<at::Tensor>& features);
+  std::vector<at::Tensor> forward(const std::vector<at::Tensor>& features) override;
 
   FpnOptions options;
   std::vector<ConvBnAct> inner, layer;  // registered as inner_blocks.i / layer_blocks.i
