@@ -191,12 +191,11 @@ Batch Loader::build(int64_t batch_number) const {
 }
 
 void Loader::worker() {
-  // ATen gives every thread that runs a kernel the process's intra-op thread count, so each worker
-  // would start an OpenMP team of its own: with 2 workers and the training step's team, 6 threads
-  // on 2 cores, waking and sleeping thousands of times a step. The workers are the data
-  // parallelism; their kernels run on their own thread.
-  // libtorch's first kernel on a thread sets that thread's OpenMP count to the process's; get it
-  // done (in libtorch itself: the flag is its own) before setting ours.
+  // ATen runs every thread's kernels at the process's intra-op thread count, so each worker would
+  // start an OpenMP team of its own: with 2 workers and the training step's team, 6 threads on 2
+  // cores, waking and sleeping thousands of times a step. The workers are the data parallelism:
+  // their kernels run on their own thread. libtorch sets a thread's count at its first kernel
+  // there (by a flag of its own), so that comes first.
   (void)at::get_num_threads();
 #ifdef _OPENMP
   omp_set_num_threads(1);
