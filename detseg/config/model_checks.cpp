@@ -12,15 +12,15 @@ namespace detseg {
 namespace {
 
 // model.head_norm is read by the retinanet head only (model.head): GroupNorm(32) after each subnet
-// conv. RetinaNet's width is model.fpn_channels; EfficientDet's comes with its size (its builder
-// checks it).
-void check_head_norm(const PipelineConfig& c, const std::string& at) {
+// conv. width: the head's channels where the config sets them (RetinaNet's model.fpn_channels), 0
+// where the model's size does (EfficientDet's builder checks it).
+void check_head_norm(const PipelineConfig& c, const std::string& at, int64_t width) {
   if (c.model.head_norm == "none") return;
   const std::string head = head_of(c.model);
-  DETSEG_CONFIG_CHECK(head == "retinanet" && (c.model.type != "retinanet" || c.model.fpn_channels % 32 == 0), at,
+  DETSEG_CONFIG_CHECK(head == "retinanet" && width % 32 == 0, at,
                       "model.head_norm: group_norm is for the retinanet head with a width that is a multiple of 32 "
                       "(32 groups), got ", c.model.type, " with ", head.empty() ? "its own head" : head + " head",
-                      c.model.type == "retinanet" ? " and " + std::to_string(c.model.fpn_channels) + " channels" : "");
+                      width > 0 ? " and " + std::to_string(width) + " channels" : "");
 }
 
 // model.box_loss (and its weight) is read by the dense detectors only; the others have their own
@@ -41,12 +41,12 @@ void check_p3_to_p7(const PipelineConfig& c, const std::string& at) {
 
 void check_retinanet_config(const PipelineConfig& c, const std::string& at) {
   check_p3_to_p7(c, at);
-  check_head_norm(c, at);
+  check_head_norm(c, at, c.model.fpn_channels);
 }
 
 void check_efficientdet_config(const PipelineConfig& c, const std::string& at) {
   check_p3_to_p7(c, at);
-  check_head_norm(c, at);
+  check_head_norm(c, at, 0);
   // BiFPN resamples levels by exact factors of 2; ResNet + FPN take any size, as in torchvision.
   DETSEG_CONFIG_CHECK(c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at, "model.image_size (",
                       c.model.image_size, ") must be a multiple of 2^max_level = ", int64_t(1) << c.model.max_level,
@@ -54,19 +54,19 @@ void check_efficientdet_config(const PipelineConfig& c, const std::string& at) {
 }
 
 void check_faster_rcnn_model_config(const PipelineConfig& c, const std::string& at) {
-  check_head_norm(c, at);
+  check_head_norm(c, at, 0);
   check_box_loss_unused(c, at);
   check_faster_rcnn_config(c.model.faster_rcnn, /*masks=*/false, at);
 }
 
 void check_mask_rcnn_config(const PipelineConfig& c, const std::string& at) {
-  check_head_norm(c, at);
+  check_head_norm(c, at, 0);
   check_box_loss_unused(c, at);
   check_faster_rcnn_config(c.model.faster_rcnn, /*masks=*/true, at);
 }
 
 void check_deeplabv3_config(const PipelineConfig& c, const std::string& at) {
-  check_head_norm(c, at);
+  check_head_norm(c, at, 0);
   check_box_loss_unused(c, at);
   const int64_t os = c.model.deeplab.output_stride;
   DETSEG_CONFIG_CHECK(os == 8 || os == 16 || os == 32, at, "model.deeplab.output_stride: expected 8, 16 or 32, got ", os);
