@@ -458,6 +458,12 @@ CocoEvalResult coco_evaluate(const CocoDataset& gt, const CocoDataset& dt, const
   ev.flags.assign(static_cast<size_t>(slots * ev.A * ev.T), 0);
   ev.npig.assign(static_cast<size_t>(ev.cells * ev.A), 0);
 
+  // A thread costs ~0.1-0.2 ms to start: below a few thousand boxes (or a few hundred masks) per
+  // extra thread the whole evaluation is faster on one (the small bench case: 7.5 -> 6.8 ms).
+  const int64_t per_thread = p.iou_type == CocoIouType::kSegm ? 512 : 4096;
+  const int64_t work = static_cast<int64_t>(gt.annotations.size() + dt.annotations.size());
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, work / per_thread)));
+
   Masks gt_masks, dt_masks;
   if (p.iou_type == CocoIouType::kSegm) {
     gt_masks = make_masks(gt, gb.order, threads);
