@@ -5,6 +5,7 @@
 #include <string>
 
 #include "detseg/config/config.h"
+#include "detseg/config/efficientdet_sizes.h"
 #include "detseg/config/registry.h"
 #include "detseg/core/error.h"
 
@@ -12,8 +13,8 @@ namespace detseg {
 namespace {
 
 // model.head_norm is read by the retinanet head only (model.head): GroupNorm(32) after each subnet
-// conv. width: the head's channels where the config sets them (RetinaNet's model.fpn_channels), 0
-// where the model's size does (EfficientDet's builder checks it).
+// conv. width: the head's channels (RetinaNet's model.fpn_channels, EfficientDet's size's width); 0
+// for models without that head.
 void check_head_norm(const PipelineConfig& c, const std::string& at, int64_t width) {
   if (c.model.head_norm == "none") return;
   const std::string head = head_of(c.model);
@@ -46,7 +47,7 @@ void check_retinanet_config(const PipelineConfig& c, const std::string& at) {
 
 void check_efficientdet_config(const PipelineConfig& c, const std::string& at) {
   check_p3_to_p7(c, at);
-  check_head_norm(c, at, 0);
+  check_head_norm(c, at, efficientdet_scaling(c.model.efficientdet[1] - '0').bifpn_width);
   // BiFPN resamples levels by exact factors of 2; ResNet + FPN take any size, as in torchvision.
   DETSEG_CONFIG_CHECK(c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at, "model.image_size (",
                       c.model.image_size, ") must be a multiple of 2^max_level = ", int64_t(1) << c.model.max_level,

@@ -3,21 +3,10 @@
 
 #include <ATen/ATen.h>
 
-#include "detseg/core/error.h"
 #include "detseg/models/dense_outputs.h"
 #include "detseg/models/registry.h"
 
 namespace detseg {
-
-EfficientDetScaling efficientdet_scaling(int64_t compound_coef) {
-  // Paper Table 1: resolution, backbone, BiFPN width/depth, box/class depth.
-  static const EfficientDetScaling table[8] = {
-      {512, 0, 64, 3, 3},   {640, 1, 88, 4, 3},   {768, 2, 112, 5, 3},  {896, 3, 160, 6, 4},
-      {1024, 4, 224, 7, 4}, {1280, 5, 288, 7, 4}, {1280, 6, 384, 8, 5}, {1536, 6, 384, 8, 5}};
-  DETSEG_CONFIG_CHECK(compound_coef >= 0 && compound_coef <= 7,
-                      "EfficientDet: compound coefficient must be 0..7 (D0..D7), got ", compound_coef);
-  return table[compound_coef];
-}
 
 EfficientDetNetworkImpl::EfficientDetNetworkImpl(const EfficientDetNetworkOptions& options_)
     : options(options_), scaling(efficientdet_scaling(options_.compound_coef())) {
@@ -33,9 +22,6 @@ EfficientDetNetworkImpl::EfficientDetNetworkImpl(const EfficientDetNetworkOption
   neck.bn_eps = options.bn_eps();
   neck.bn_momentum = options.bn_momentum();
   fpn = register_module("fpn", build_neck(options.neck(), neck));
-  DETSEG_CONFIG_CHECK(options.head_group_norm_groups() == 0 || scaling.bifpn_width % options.head_group_norm_groups() == 0,
-                      "model.head_norm: group_norm needs a width in ", options.head_group_norm_groups(),
-                      " groups; EfficientDet-D", options.compound_coef(), "'s is ", scaling.bifpn_width);
   DenseHeadOptions h;
   h.in_channels = scaling.bifpn_width;
   h.num_anchors = options.num_anchors();

@@ -8,22 +8,13 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "detseg/config/efficientdet_sizes.h"
 #include "detseg/models/backbones/efficientnet.h"
 #include "detseg/models/dense_outputs.h"
 #include "detseg/models/heads/dense_head.h"
 #include "detseg/models/necks/neck.h"
 
 namespace detseg {
-
-// One row of the paper's Table 1 (D7 uses B6 at a larger input; the paper's D7x is not included).
-struct EfficientDetScaling {
-  int64_t image_size;    // input resolution R
-  int64_t backbone;      // EfficientNet-B variant
-  int64_t bifpn_width;   // W_bifpn
-  int64_t bifpn_depth;   // D_bifpn
-  int64_t head_depth;    // D_box = D_class
-};
-EfficientDetScaling efficientdet_scaling(int64_t compound_coef);  // 0..7
 
 struct EfficientDetNetworkOptions {
   explicit EfficientDetNetworkOptions(int64_t compound_coef = 0, int64_t num_classes = 90)

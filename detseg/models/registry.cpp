@@ -35,6 +35,14 @@ std::map<std::string, ModelBuilder>& model_builders() {
   return table;
 }
 
+// The lookup every part table shares: the named builder, or a config error that names the key.
+template <typename Table>
+const typename Table::mapped_type& find_builder(const Table& table, const std::string& name, const char* unknown) {
+  auto it = table.find(name);
+  DETSEG_CONFIG_CHECK(it != table.end(), unknown, name);
+  return it->second;
+}
+
 }  // namespace
 
 std::shared_ptr<NeckImpl> build_neck(const std::string& name, const NeckOptions& options) {
@@ -42,9 +50,7 @@ std::shared_ptr<NeckImpl> build_neck(const std::string& name, const NeckOptions&
 #define DETSEG_NECK(name, builder, description) {name, builder},
 #include "detseg/config/parts.def"
   };
-  auto it = table.find(name);
-  DETSEG_CONFIG_CHECK(it != table.end(), "model.neck: no neck named ", name);
-  return it->second(options);
+  return find_builder(table, name, "model.neck: no neck named ")(options);
 }
 
 std::shared_ptr<DenseHeadImpl> build_dense_head(const std::string& name, const DenseHeadOptions& options) {
@@ -52,15 +58,11 @@ std::shared_ptr<DenseHeadImpl> build_dense_head(const std::string& name, const D
 #define DETSEG_DENSE_HEAD(name, builder, description) {name, builder},
 #include "detseg/config/parts.def"
   };
-  auto it = table.find(name);
-  DETSEG_CONFIG_CHECK(it != table.end(), "model.head: no head named ", name);
-  return it->second(options);
+  return find_builder(table, name, "model.head: no head named ")(options);
 }
 
 std::shared_ptr<BackboneImpl> build_backbone(const std::string& name, const BackboneOptions& options) {
-  auto it = backbone_builders().find(name);
-  DETSEG_CONFIG_CHECK(it != backbone_builders().end(), "model.backbone: no backbone named ", name);
-  return it->second(name, options);
+  return find_builder(backbone_builders(), name, "model.backbone: no backbone named ")(name, options);
 }
 
 void register_backbone(BackboneInfo info, BackboneBuilder build) {
@@ -70,11 +72,8 @@ void register_backbone(BackboneInfo info, BackboneBuilder build) {
   backbone_builders()[name] = std::move(build);
 }
 
-
 const ModelBuilder& model_builder(const std::string& type) {
-  auto it = model_builders().find(type);
-  DETSEG_CONFIG_CHECK(it != model_builders().end(), "model.type: unknown meta-architecture ", type);
-  return it->second;
+  return find_builder(model_builders(), type, "model.type: unknown meta-architecture ");
 }
 
 void register_model(ModelTypeInfo info, ModelBuilder build) {

@@ -162,6 +162,10 @@ TEST(Config, EvalMetricsAndModelRulesComeFromThePartTables) {
             std::string::npos);
   EXPECT_EQ(error_of("model: {type: efficientdet, num_classes: 2, head: retinanet, head_norm: group_norm}\n"),
             "no error");
+  // The width is the size's (efficientdet_sizes.h): D0's 64 takes 32 groups, D1's 88 does not.
+  EXPECT_NE(error_of("model: {type: efficientdet, efficientdet: d1, num_classes: 2, head: retinanet, head_norm: group_norm}\n")
+                .find("got efficientdet with retinanet head and 88 channels"),
+            std::string::npos);
   // model.neck / model.head: the DETSEG_NECK / DETSEG_DENSE_HEAD lines, for the dense detectors.
   EXPECT_EQ(error_of("model: {type: retinanet, num_classes: 2, neck: bifpn, head: efficientdet}\n"), "no error");
   EXPECT_NE(error_of("model: {type: retinanet, num_classes: 2, neck: pafpn}\n").find("one of \"\", fpn, bifpn"),
