@@ -47,3 +47,22 @@ function(detseg_add_cuda_kernels target)
   # extensions build); no FMA contraction so the kernels round like the CPU kernels.
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr;--fmad=false;-D__CUDA_NO_HALF_OPERATORS__;-D__CUDA_NO_HALF_CONVERSIONS__;-D__CUDA_NO_BFLOAT16_CONVERSIONS__;-D__CUDA_NO_HALF2_OPERATORS__>")
 endfunction()
+
+# c10d's ProcessGroupNCCL (train.distributed.backend on GPUs) compiles against the nccl.h LibTorch
+# was built with: the nvidia-nccl wheel beside the torch wheel, else the CUDA toolkit's. Without it
+# multi-GPU runs use Gloo (through the host) and backend nccl is refused in one line.
+function(detseg_add_nccl source)
+  if(NOT DETSEG_WITH_CUDA)
+    return()
+  endif()
+  find_path(DETSEG_NCCL_INCLUDE_DIR nccl.h
+            HINTS "${Torch_DIR}/../../../../nvidia/nccl/include" ${CUDAToolkit_INCLUDE_DIRS}
+                  "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}/include")
+  if(NOT DETSEG_NCCL_INCLUDE_DIR)
+    message(STATUS "detseg: NCCL OFF (no nccl.h)")
+    return()
+  endif()
+  message(STATUS "detseg: NCCL ON (${DETSEG_NCCL_INCLUDE_DIR}/nccl.h)")
+  set_property(SOURCE ${source} APPEND PROPERTY INCLUDE_DIRECTORIES ${DETSEG_NCCL_INCLUDE_DIR})
+  set_property(SOURCE ${source} APPEND PROPERTY COMPILE_DEFINITIONS DETSEG_WITH_NCCL=1)
+endfunction()

@@ -351,6 +351,8 @@ void visit_distributed(V& v, DistributedConfig& c) {
   v.field("bucket_mb", c.bucket_mb, range(0.001, 4096), "Gradient all-reduce bucket size in MB");
   v.field("sync_batch_norm", c.sync_batch_norm, any(),
           "Trainable batch norm normalises with the statistics of the global batch (all ranks), not each rank's");
+  v.field("backend", c.backend, one_of({"auto", "gloo", "nccl"}),
+          "Collectives on CUDA tensors: nccl, or gloo through the host; auto is nccl on GPUs (CPU tensors: gloo)");
 }
 
 template <class V>

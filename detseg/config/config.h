@@ -157,6 +157,7 @@ struct DistributedConfig {
   double timeout_s = 300;             // rendezvous and every collective; a dead or hung peer fails others within it
   double bucket_mb = 25;              // gradient all-reduce bucket size
   bool sync_batch_norm = false;       // trainable batch norm over the global batch (all ranks)
+  std::string backend = "auto";       // auto | gloo | nccl: the backend of CUDA tensors (CPU ones: gloo)
 };
 
 struct TrainConfig {

@@ -105,12 +105,14 @@ void GradientAverager::finish() {
   next_launch_ = 0;
 }
 
-DataParallel::DataParallel(const DistributedConfig& config) : config_(config), env_(environment_from_env()) {
+DataParallel::DataParallel(const DistributedConfig& config, const at::Device& device)
+    : config_(config), env_(environment_from_env()) {
+  const bool nccl = use_nccl(config.backend, device);  // checked in one process too: a wrong choice fails early
   if (env_.world_size <= 1) return;
   // Only rank 0 talks to the user; the others report warnings and errors.
   if (!is_main()) set_log_level(LogLevel::kWarn);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_s * 1000));
-  group_ = std::make_shared<ProcessGroup>(env_, timeout);
+  group_ = std::make_shared<ProcessGroup>(env_, timeout, nccl);
   log_info("data-parallel: ", env_.world_size, " processes, ", group_->backend(), " backend, rendezvous at ",
            env_.master_addr, ":", env_.master_port);
 }

@@ -65,7 +65,8 @@ class GradientAverager {
 
 class DataParallel {
  public:
-  explicit DataParallel(const DistributedConfig& config);  // connects when WORLD_SIZE > 1
+  // Connects when WORLD_SIZE > 1; `device` (the run's) picks the backends (use_nccl).
+  explicit DataParallel(const DistributedConfig& config, const at::Device& device = at::kCPU);
   ~DataParallel();
 
   int rank() const { return env_.rank; }

@@ -1,6 +1,7 @@
 // Implements: the distributed runtime detseg trains on: torchrun's environment variables
 // (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), rendezvous through c10d's TCPStore, and
-// a c10d process group (Gloo on CPU; NCCL when built with CUDA). The c10d types stay inside
+// c10d process groups: Gloo for CPU tensors (the control messages), NCCL for CUDA tensors when a
+// run on GPUs asks for it (train.distributed.backend, auto by default). The c10d types stay inside
 // process_group.cpp so nothing else needs the torch distributed headers. Every failed collective
 // (dead peer, hung peer past the timeout) surfaces as detseg::Error naming the operation and rank.
 #pragma once
@@ -40,12 +41,17 @@ class Pending {
   std::function<void()> wait_;
 };
 
+// train.distributed.backend for a run on `device`: auto is NCCL on CUDA where this build has it,
+// else Gloo; gloo never uses NCCL; nccl needs a CUDA device and a build with NCCL (ConfigError).
+bool use_nccl(const std::string& backend, const at::Device& device);
+
 class ProcessGroup {
  public:
-  // Rendezvous (rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT) and the backend. `timeout`
+  // Rendezvous (rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT) and the backends: Gloo
+  // always, NCCL too when `with_nccl` (collectives on CUDA tensors then go through it). `timeout`
   // bounds the rendezvous and every collective: a peer that dies or hangs makes the others throw
   // within it.
-  ProcessGroup(const Environment& env, std::chrono::milliseconds timeout);
+  ProcessGroup(const Environment& env, std::chrono::milliseconds timeout, bool with_nccl = false);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -54,11 +60,11 @@ class ProcessGroup {
   int world_size() const { return env_.world_size; }
   std::string backend() const;
 
-  // In place, all tensors in one call (same order on every rank).
+  // In place, all tensors in one call (same order on every rank); each through its device's backend.
   void broadcast(std::vector<at::Tensor>& tensors, int root = 0);
   Pending all_reduce_sum_async(at::Tensor tensor);
   void all_reduce_sum(at::Tensor tensor) { all_reduce_sum_async(std::move(tensor)).wait(); }
-  // Every rank's `mine`, in rank order (sizes may differ between ranks).
+  // Every rank's `mine`, in rank order (sizes may differ between ranks). Over Gloo, as barrier().
   std::vector<std::string> all_gather_bytes(const std::string& mine);
   void barrier();
 

@@ -287,7 +287,7 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   const TrainConfig& t = config.train;
   const at::Device device = resolve_device(config.device);  // before anything slow: a wrong --device fails at once
   const std::unique_ptr<DirectoryLock> lock = claim_model_dir(config, model_dir);
-  dist::DataParallel dp(t.distributed);  // one process unless torchrun's variables say otherwise
+  dist::DataParallel dp(t.distributed, device);  // one process unless torchrun's variables say otherwise
   if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
   at::manual_seed(static_cast<uint64_t>(t.seed));
 

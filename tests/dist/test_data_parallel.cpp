@@ -22,6 +22,7 @@
 #include "detseg/dist/data_parallel.h"
 #include "detseg/dist/launch.h"
 #include "detseg/models/layers/frozen_batch_norm.h"
+#include "error_of.h"
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -213,4 +214,27 @@ TEST(DataParallel, ResumeStartBatchForAnotherWorldSize) {
   EXPECT_EQ(resume_start_batch(7, 2, 1, 10, 4, 1, false), 4);  // 4 x 1: 3 per epoch (ceil 10/4), 3 + ceil(4/4)
   EXPECT_EQ(resume_start_batch(7, 2, 1, 10, 1, 3, false), 6);  // 1 x 3: 4 per epoch, 4 + ceil(4/3)
   EXPECT_EQ(resume_start_batch(0, 2, 1, 10, 1, 1, false), 0);
+}
+
+// train.distributed.backend: Gloo takes CPU tensors always; auto adds NCCL for a CUDA run where
+// this build has it (the NCCL collectives themselves: tests/cuda/test_cuda_dist.cpp on the GPU).
+TEST(DataParallel, BackendChoiceFollowsTheDevice) {
+  using detseg::dist::use_nccl;
+  const at::Device cpu(at::kCPU), cuda("cuda:0");
+  EXPECT_FALSE(use_nccl("auto", cpu));
+  EXPECT_FALSE(use_nccl("gloo", cpu));
+  EXPECT_FALSE(use_nccl("gloo", cuda));
+  EXPECT_EQ(detseg::testing::error_of<detseg::ConfigError>([&] { use_nccl("nccl", cpu); }),
+            "train.distributed.backend: nccl runs on CUDA devices; this run trains on cpu (use gloo or auto)");
+  // On a CUDA run, nccl is taken exactly when auto would take it; otherwise it is refused in one line.
+  const std::string refused = detseg::testing::error_of<detseg::ConfigError>([&] { use_nccl("nccl", cuda); });
+  if (use_nccl("auto", cuda))
+    EXPECT_EQ(refused, "");
+  else
+    EXPECT_EQ(refused, "train.distributed.backend: nccl: this detseg was built without NCCL (nccl.h was not found "
+                       "at configure time); use gloo or auto");
+  // The choice is checked when the run starts, in one process too.
+  detseg::DistributedConfig dc;
+  dc.backend = "nccl";
+  EXPECT_THROW(detseg::dist::DataParallel(dc, cpu), detseg::ConfigError);
 }
