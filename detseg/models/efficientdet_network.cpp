@@ -36,13 +36,7 @@ EfficientDetNetworkImpl::EfficientDetNetworkImpl(const EfficientDetNetworkOption
 }
 
 DenseOutputs EfficientDetNetworkImpl::forward(const at::Tensor& images) {
-  const std::vector<at::Tensor> pyramid = fpn->forward(backbone->forward(images));
-  DenseHeadOutputs predicted = head->forward(pyramid);
-  DenseOutputs out;
-  out.cls_logits = std::move(predicted.cls_logits);
-  out.box_regression = std::move(predicted.box_regression);
-  set_level_geometry(out, pyramid, /*min_level=*/3);
-  return out;
+  return head->predict(fpn->forward(backbone->forward(images)));
 }
 
 }  // namespace detseg

@@ -8,7 +8,10 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include "detseg/models/dense_outputs.h"
 
 namespace detseg {
 
@@ -34,6 +37,17 @@ struct DenseHeadOutputs {
 class DenseHeadImpl : public torch::nn::Module {
  public:
   virtual DenseHeadOutputs forward(const std::vector<at::Tensor>& pyramid) = 0;
+
+  // forward's predictions with the pyramid's level geometry (P3 first): what a dense detector's
+  // network returns.
+  DenseOutputs predict(const std::vector<at::Tensor>& pyramid) {
+    DenseHeadOutputs predicted = forward(pyramid);
+    DenseOutputs out;
+    out.cls_logits = std::move(predicted.cls_logits);
+    out.box_regression = std::move(predicted.box_regression);
+    set_level_geometry(out, pyramid, /*min_level=*/3);
+    return out;
+  }
 };
 
 }  // namespace detseg
