@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace detseg {
 
@@ -17,5 +18,8 @@ struct EfficientDetScaling {
 };
 
 EfficientDetScaling efficientdet_scaling(int64_t compound_coef);  // 0..7; ConfigError otherwise
+
+// model.efficientdet's size name ("d0".."d7", validated by the config) as its compound coefficient.
+inline int64_t efficientdet_compound_coef(const std::string& size) { return size[1] - '0'; }
 
 }  // namespace detseg

@@ -47,7 +47,7 @@ void check_retinanet_config(const PipelineConfig& c, const std::string& at) {
 
 void check_efficientdet_config(const PipelineConfig& c, const std::string& at) {
   check_p3_to_p7(c, at);
-  check_head_norm(c, at, efficientdet_scaling(c.model.efficientdet[1] - '0').bifpn_width);
+  check_head_norm(c, at, efficientdet_scaling(efficientdet_compound_coef(c.model.efficientdet)).bifpn_width);
   // BiFPN resamples levels by exact factors of 2; ResNet + FPN take any size, as in torchvision.
   DETSEG_CONFIG_CHECK(c.model.image_size % (int64_t(1) << c.model.max_level) == 0, at, "model.image_size (",
                       c.model.image_size, ") must be a multiple of 2^max_level = ", int64_t(1) << c.model.max_level,

@@ -149,7 +149,7 @@ std::shared_ptr<ModelImpl> build_retinanet(const PipelineConfig& config) {
 
 std::shared_ptr<ModelImpl> build_efficientdet(const PipelineConfig& config) {
   const ModelConfig& m = config.model;
-  EfficientDetNetworkOptions net_options(m.efficientdet[1] - '0', m.num_classes);
+  EfficientDetNetworkOptions net_options(efficientdet_compound_coef(m.efficientdet), m.num_classes);
   net_options.num_anchors(dense_num_anchors(m));
   net_options.bn_momentum(m.batch_norm_momentum)
       .neck(neck_of(m))
