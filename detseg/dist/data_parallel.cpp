@@ -166,16 +166,21 @@ void DataParallel::attach(const std::vector<at::Tensor>& params) {
   log_debug("data-parallel: ", params.size(), " gradients in ", averager_->num_buckets(), " buckets");
 }
 
-DataParallel::StepVote DataParallel::vote(bool failed, bool stop_requested) {
-  if (!group_) return StepVote{failed ? 0 : -1, stop_requested};
-  at::Tensor flags = at::zeros({env_.world_size + 1}, at::kFloat);
-  flags[env_.rank] = failed ? 1.0f : 0.0f;
-  flags[env_.world_size] = stop_requested ? 1.0f : 0.0f;
+DataParallel::StepVote DataParallel::vote(int64_t failed_step, bool stop_requested) {
+  if (!group_) return StepVote{failed_step >= 0 ? 0 : -1, failed_step, stop_requested};
+  // Each rank writes its failed step + 1 (0: none) in its own slot; the sum leaves every slot as written.
+  at::Tensor flags = at::zeros({env_.world_size + 1}, at::kDouble);
+  flags[env_.rank] = static_cast<double>(failed_step + 1);
+  flags[env_.world_size] = stop_requested ? 1.0 : 0.0;
   group_->all_reduce_sum(flags);
-  const at::Tensor failed_ranks = flags.slice(0, 0, env_.world_size).nonzero();
   StepVote vote;
-  vote.failed_rank = failed_ranks.numel() ? static_cast<int>(failed_ranks[0][0].item<int64_t>()) : -1;
-  vote.stop = flags[env_.world_size].item<float>() > 0;
+  const double* f = flags.data_ptr<double>();
+  for (int r = 0; r < env_.world_size && vote.failed_rank < 0; ++r)
+    if (f[r] > 0) {
+      vote.failed_rank = r;
+      vote.failed_step = static_cast<int64_t>(f[r]) - 1;
+    }
+  vote.stop = f[env_.world_size] > 0;
   return vote;
 }
 

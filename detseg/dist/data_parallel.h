@@ -84,15 +84,17 @@ class DataParallel {
   int synchronise_batch_norm(torch::nn::Module& module);
   void attach(const std::vector<at::Tensor>& params);  // gradient hooks on the trainable tensors
   void average_gradients();                            // after backward
-  // What the ranks agree on after each step (one all-reduce of world_size + 1 floats; every rank
-  // must call it): the lowest rank whose `failed` is true (-1: none), and whether any rank was asked
-  // to stop (SIGINT/SIGTERM). Every rank then stops at the same step, instead of the others waiting
-  // for the missing one at the next collective until the timeout.
+  // What the ranks agree on after each step (one all-reduce of world_size + 1 doubles on the CPU;
+  // every rank must call it): the lowest rank that reports a failed step (`failed_step` >= 0; -1:
+  // none) with that step, and whether any rank was asked to stop (SIGINT/SIGTERM). Every rank then
+  // stops at the same step, instead of the others waiting for the missing one at the next
+  // collective until the timeout.
   struct StepVote {
     int failed_rank = -1;
+    int64_t failed_step = -1;
     bool stop = false;
   };
-  StepVote vote(bool failed, bool stop_requested);
+  StepVote vote(int64_t failed_step, bool stop_requested);
   // Replaces each value by its mean over the ranks (one all-reduce; every rank must call it).
   void average_across_ranks(std::vector<std::pair<std::string, double>>& values);
   // `metadata_json` plus the run's shape {"world_size", "batch_size"} for resume_start_batch.

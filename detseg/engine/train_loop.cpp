@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <tuple>
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
@@ -20,6 +21,7 @@
 #include "detseg/engine/device.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
+#include "detseg/engine/step_health.h"
 #include "detseg/hub/weights_cache.h"
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
@@ -47,15 +49,20 @@ ScheduleOptions schedule_options(const TrainConfig& t, int64_t world_size) {
 // STEP:RANK makes the loss of step STEP (numbered from 1, as in metrics.jsonl) NaN, on that rank or
 // on every rank.
 bool injected_nan_loss(int64_t step, int rank) {
-  static const std::pair<int64_t, int> at = [] {
-    const char* v = std::getenv("DETSEG_INJECT_NAN_LOSS");
-    if (v == nullptr || *v == '\0') return std::pair<int64_t, int>{-1, -1};
-    long long s = -1;
-    int r = -1;
-    if (std::sscanf(v, "%lld:%d", &s, &r) < 1) throw ConfigError(str("DETSEG_INJECT_NAN_LOSS='", v, "' is not STEP or STEP:RANK"));
-    return std::pair<int64_t, int>{s, r};
-  }();
-  return step == at.first && (at.second < 0 || rank == at.second);
+  const char* v = std::getenv("DETSEG_INJECT_NAN_LOSS");
+  if (v == nullptr || *v == '\0') return false;
+  long long at_step = -1;
+  int at_rank = -1;
+  if (std::sscanf(v, "%lld:%d", &at_step, &at_rank) < 1)
+    throw ConfigError(str("DETSEG_INJECT_NAN_LOSS='", v, "' is not STEP or STEP:RANK"));
+  return step == at_step && (at_rank < 0 || rank == at_rank);
+}
+
+// The CPU reads every step's losses (it costs nothing there); DETSEG_LAZY_HOST_READS=1 makes it
+// read only where a GPU run does, so tests on the CPU cover that path.
+bool reads_every_step(const at::Device& device) {
+  const char* lazy = std::getenv("DETSEG_LAZY_HOST_READS");
+  return device.is_cpu() && !(lazy != nullptr && std::string(lazy) == "1");
 }
 
 // ---- The steps of train_model, in the order it runs them.
@@ -186,22 +193,22 @@ std::function<void(int64_t)> periodic_evaluation(const PipelineConfig& config, c
   };
 }
 
-// What one optimisation step gives the rest of the loop.
+// What one optimisation step leaves on the device for the rest of the loop (nothing is read back).
 struct StepOutcome {
   ModelLosses losses;
+  at::Tensor total;      // loss + L2
   at::Tensor l2;
-  double total = 0;      // loss + L2, on the host
-  double grad_norm = 0;  // before clipping
+  at::Tensor grad_norm;  // before clipping
+  at::Tensor skipped;    // 0-dim float: 1 when the update was skipped (gradients not finite)
   double lr = 0;
-  bool stop = false;     // a stop signal reached some rank: every rank stops after this step
 };
 
-// Forward (autocast), backward, gradient all-reduce, unscale and clip, then the update, or a skip
-// (fp16 overflow) or a stop with the last good checkpoint named (a non-finite loss or gradient on
-// any rank). `overflow_skips` counts consecutive fp16 skips. One host sync: loss, gradient norm and
-// the overflow flag come back together.
+// Forward (autocast), backward, gradient all-reduce, unscale and clip, then the update, which the
+// device itself skips when the gradients are not finite (fp16 overflow, or a NaN loss on any rank:
+// the backward of a non-finite loss is seeded with NaN so that every rank's all-reduced gradients,
+// and so every rank's skip, agree). No host sync: StepHealth tells the host later.
 StepOutcome optimisation_step(Trainee& trainee, const Batch& batch, int64_t step, const TrainConfig& t,
-                              dist::DataParallel& dp, CheckpointManager& checkpoints, int64_t& overflow_skips) {
+                              dist::DataParallel& dp) {
   StepOutcome out;
   out.lr = learning_rate_at(trainee.schedule, step);
   trainee.optimizer.set_learning_rate(out.lr);
@@ -212,70 +219,67 @@ StepOutcome optimisation_step(Trainee& trainee, const Batch& batch, int64_t step
     out.losses = trainee.model->losses(batch);
   }
   out.l2 = l2_regularization_loss(trainee.params, trainee.opt_options.l2_weight);
-  const at::Tensor total = out.losses.total + out.l2;
+  out.total = out.losses.total + out.l2;
+  if (injected_nan_loss(step + 1, dp.rank())) out.total = out.total * std::nan("");
   LossScaler* scaler = trainee.scaler.get();
-  (scaler ? scaler->scale(total) : total).backward();
+  const at::Tensor seed = at::where(out.total.detach().isfinite(), 1.0, std::nan("")).to(out.total.dtype());
+  (scaler ? scaler->scale(out.total) : out.total).backward(seed);
   dp.average_gradients();
   const at::Tensor found_inf = scaler ? scaler->unscale_gradients(trainee.params.tensors()) : at::Tensor();
-  const at::Tensor grad_norm_t =
-      clip_gradients_by_global_norm_async(trainee.params.tensors(), trainee.opt_options.clip_gradients_norm);
-  std::vector<at::Tensor> readback = {total.detach().to(at::kDouble).reshape({1}),
-                                      grad_norm_t.to(total.device()).reshape({1})};
-  if (scaler) readback.push_back(found_inf.to(at::kDouble));
-  const at::Tensor host = at::cat(readback).cpu();
-  out.total = host[0].item<double>();
-  out.grad_norm = host[1].item<double>();
-  const bool overflow = scaler && host[2].item<double>() != 0;
-  // A non-finite loss, or a finite loss with a non-finite gradient, stops before the update: the
-  // weights and the checkpoints stay those of the last good step. With fp16 an overflow first
-  // skips the step and lowers the loss scale, as torch.amp.GradScaler does.
-  // Steps are numbered as metrics.jsonl numbers them: the step that would make `step + 1` updates.
-  auto stop_non_finite = [&](const std::string& what, double value) {
-    std::string parts;
-    for (auto& [name, part] : out.losses.parts) parts += str(" ", name, "=", part.item<double>());
-    auto latest = checkpoints.latest();
-    throw Error(str(what, " is ", value, " at step ", step + 1, " (", parts, " ); training stopped. The last good "
-                    "checkpoint is ", latest ? *latest : std::string("(none)"),
-                    ". HINT: lower train.schedule.learning_rate or enable train.clip_gradients_norm"));
-  };
-  if (injected_nan_loss(step + 1, dp.rank())) out.total = std::nan("");
-  const bool skip_for_overflow = overflow && ++overflow_skips <= 50;
-  if (!overflow) overflow_skips = 0;
-  // Every rank learns whether any rank's loss is non-finite, so all stop at this step together
-  // (otherwise the others would wait for the failed rank at the next collective until the timeout).
-  // The same vote carries a stop signal (SIGINT/SIGTERM): every rank finishes this step and stops.
-  const dist::DataParallel::StepVote vote = dp.vote(!skip_for_overflow && !std::isfinite(out.total), stop_signal() != 0);
-  if (vote.failed_rank == dp.rank()) stop_non_finite("loss", out.total);
-  if (vote.failed_rank >= 0)
-    throw Error(str("the loss of rank ", vote.failed_rank, " is not finite at step ", step + 1,
-                    "; training stopped on every rank. The last good checkpoint is ",
-                    checkpoints.latest().value_or("(none)"), " (rank ", vote.failed_rank, "'s log has the details)"));
-  if (skip_for_overflow) {
-    scaler->update(found_inf);
-    log_debug("fp16 overflow at step ", step, ": step skipped, loss scale now ", scaler->current_scale());
-  } else {
-    if (!std::isfinite(out.grad_norm)) stop_non_finite("gradient norm", out.grad_norm);
-    trainee.optimizer.optimizer->step();
-    if (scaler) scaler->update(found_inf);
-  }
-  out.stop = vote.stop;
+  const std::vector<at::Tensor> params = trainee.params.tensors();
+  out.grad_norm = clip_gradients_by_global_norm_async(params, trainee.opt_options.clip_gradients_norm)
+                      .to(params.front().device());
+  out.skipped = out.grad_norm.isfinite().logical_not().to(at::kFloat);
+  trainee.optimizer.step(out.skipped);
+  if (scaler) scaler->update(found_inf);
   return out;
+}
+
+// Reads StepHealth (one host sync) and agrees with the other ranks: a failed step on any rank
+// stops every rank here, naming the step and the last good checkpoint. The failed update itself
+// was skipped on the device, so the weights and the checkpoints stay good. Returns what was read
+// and whether any rank was asked to stop.
+std::pair<StepHealth::Reading, bool> check_health(StepHealth& health, dist::DataParallel& dp,
+                                                  const CheckpointManager& checkpoints, LossScaler* scaler) {
+  const StepHealth::Reading r = health.read();
+  if (scaler && r.skipped_steps > 0)
+    log_debug("fp16: ", r.skipped_steps, " steps skipped for overflow since the last check; loss scale now ",
+              scaler->current_scale());
+  // A rank reports its own failure only when its loss went bad; a failure of the (all-reduced)
+  // gradients alone is every rank's, and each reports it below.
+  const bool own_loss = r.failed_step >= 0 && !r.failure.loss_finite();
+  const dist::DataParallel::StepVote vote = dp.vote(own_loss ? r.failed_step : -1, stop_signal() != 0);
+  const std::string last_good = checkpoints.latest().value_or("(none)");
+  const std::string hint = ". HINT: lower train.schedule.learning_rate or enable train.clip_gradients_norm";
+  if (vote.failed_rank == dp.rank())
+    throw Error(str("loss is ", r.failure.total, " at step ", r.failed_step, " (", r.failure.parts_text(),
+                    " ); training stopped. The last good checkpoint is ", last_good, hint));
+  if (vote.failed_rank >= 0)
+    throw Error(str("the loss of rank ", vote.failed_rank, " is not finite at step ", vote.failed_step,
+                    "; training stopped on every rank. The last good checkpoint is ", last_good, " (rank ",
+                    vote.failed_rank, "'s log has the details)"));
+  if (r.failed_step >= 0)
+    throw Error(str("gradient norm is ", r.failure.grad_norm, " at step ", r.failed_step, " (", r.failure.parts_text(),
+                    " )", scaler ? " after more than 50 fp16 overflows in a row" : "",
+                    "; training stopped. The last good checkpoint is ", last_good, hint));
+  return {r, vote.stop};
 }
 
 // A logged step's record: the losses averaged over ranks (every rank takes part in the all-reduce),
 // the learning rate, the gradient norm, the speed since the last record and the all-reduce timings.
-MetricsRecord step_record(const StepOutcome& s, int64_t step, double steps_per_s, dist::DataParallel& dp) {
-  std::vector<std::pair<std::string, double>> loss_values = {{"total_loss", s.total}};
-  for (auto& [name, value] : s.losses.parts) loss_values.push_back({name, value.item<double>()});
-  loss_values.push_back({"l2_loss", s.l2.item<double>()});
+MetricsRecord step_record(const StepHealth::Values& v, double lr, int64_t step, double steps_per_s,
+                          dist::DataParallel& dp) {
+  std::vector<std::pair<std::string, double>> loss_values = {{"total_loss", v.total}};
+  for (const auto& part : v.parts) loss_values.push_back(part);
+  loss_values.push_back({"l2_loss", v.l2});
   dp.average_across_ranks(loss_values);
   MetricsRecord record;
   record.step = step;
   record.time = unix_time_now();
   record.split = "train";
   record.values = loss_values;
-  record.values.push_back({"learning_rate", s.lr});
-  record.values.push_back({"grad_norm", s.grad_norm});
+  record.values.push_back({"learning_rate", lr});
+  record.values.push_back({"grad_norm", v.grad_norm});
   record.values.push_back({"steps_per_s", steps_per_s});
   for (auto& timing : dp.step_timings()) record.values.push_back(timing);
   return record;
@@ -312,6 +316,7 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
                                               {"class_names", data.class_names}, {"category_ids", data.category_ids}}
                                    .dump();
   auto save = [&](int64_t at_step) {
+    trainee.optimizer.sync_state();
     Checkpoint state = capture_training_state(at_step, *trainee.model, trainee.optimizer.optimizer.get(),
                                               trainee.ema.get(), dp.checkpoint_metadata(metadata, t.batch_size));
     if (trainee.scaler) state.loop = trainee.scaler->state();
@@ -344,28 +349,52 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
            t.num_steps - step, " steps, batch ", t.batch_size, ", ", trainee.params.trainable.size(),
            " trainable tensors (", trainee.params.frozen.size(), " frozen)");
 
+  // The host reads the losses and the step's health only where it needs them: on steps that log,
+  // save, evaluate or stop, the first and the last (and every step on the CPU, where reading
+  // costs nothing). Other steps queue their work without waiting for the device.
+  StepHealth health(trainee.scaler != nullptr);
+  const bool read_every_step = reads_every_step(device);
+  std::string last_read;  // the progress line's loss between two reads
+  int64_t last_read_step = step;
   bool first = true;
   auto last_log_time = std::chrono::steady_clock::now();
   int64_t last_log_step = step;
-  int64_t overflow_skips = 0;  // fp16: consecutive steps skipped for inf/NaN gradients
   while (step < t.num_steps) {
     Batch batch;
     DETSEG_CHECK(loader.next(batch), "training loader ended unexpectedly");
-    const StepOutcome s = optimisation_step(trainee, to_device(batch, device), step, t, dp, checkpoints, overflow_skips);
+    const StepOutcome s = optimisation_step(trainee, to_device(batch, device), step, t, dp);
     ++step;
     if (trainee.ema) trainee.ema->update(*trainee.model, step);
-    if (first) result.first_loss = s.total;
-    first = false;
-    result.last_loss = s.total;
+    health.record(step, s.total, s.grad_norm, s.l2, s.losses.parts, s.skipped);
 
-    // Logging: the parts are read only on logged steps (each item() is a host sync on the GPU).
     const bool log_now = step % t.log_every == 0 || step == t.num_steps;
-    std::string summary = str("loss ", s.total);
+    const bool save_due = checkpoints.due(step) || step == t.num_steps;
+    const bool eval_due = periodic_eval && step % config.eval.every_steps == 0;
+    const bool read_now = read_every_step || first || log_now || save_due || eval_due;
+    StepHealth::Reading reading;
+    bool stop = false;
+    if (read_now) {
+      std::tie(reading, stop) = check_health(health, dp, checkpoints, trainee.scaler.get());
+    } else {
+      stop = dp.vote(-1, stop_signal() != 0).stop;
+      // Every rank heard the stop at this same step: read before the checkpoint, together.
+      if (stop) std::tie(reading, stop) = check_health(health, dp, checkpoints, trainee.scaler.get());
+    }
+    const bool have_reading = read_now || stop;
+    if (have_reading) {
+      if (first) result.first_loss = reading.latest.total;
+      result.last_loss = reading.latest.total;
+      last_read = str("loss ", reading.latest.total);
+      last_read_step = step;
+    }
+    first = false;
+
+    std::string summary = read_now ? last_read : str(last_read, " (at step ", last_read_step, ")");
     if (log_now) {
       const auto now = std::chrono::steady_clock::now();
       const double seconds = std::chrono::duration<double>(now - last_log_time).count();
-      const MetricsRecord record =
-          step_record(s, step, seconds > 0 ? static_cast<double>(step - last_log_step) / seconds : 0.0, dp);
+      const MetricsRecord record = step_record(reading.latest, s.lr, step,
+                                               seconds > 0 ? static_cast<double>(step - last_log_step) / seconds : 0.0, dp);
       last_log_time = now;
       last_log_step = step;
       if (metrics) {
@@ -373,21 +402,20 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
         for (auto& [name, value] : record.values) events->add_scalar(name, value, step);
         events->flush();
       }
-      for (auto& [name, value] : s.losses.parts) summary += str(" ", name, " ", value.item<double>());
+      for (const auto& [name, value] : reading.latest.parts) summary += str(" ", name, " ", value);
     }
     summary += str(" lr ", s.lr);
     if (dp.is_main()) progress.report(step, summary, log_now);
 
     // Checkpoints, a stop signal, the periodic evaluation.
-    if (checkpoints.due(step) || step == t.num_steps || s.stop)
-      result.last_checkpoint = dp.is_main() ? save(step) : checkpoints.path_for_step(step);
-    if (s.stop) {
+    if (save_due || stop) result.last_checkpoint = dp.is_main() ? save(step) : checkpoints.path_for_step(step);
+    if (stop) {
       const int signal = stop_signal() ? stop_signal() : SIGTERM;  // a rank without the signal stops with its peers
       if (dp.is_main()) progress.end_line();
       throw Interrupted(signal, str("training stopped by ", signal_name(signal), " after step ", step, "; checkpoint ",
                                     result.last_checkpoint, " saved. Run the same command again to resume"));
     }
-    if (periodic_eval && step % config.eval.every_steps == 0) {
+    if (eval_due) {
       try {
         periodic_eval(step);
       } catch (const Interrupted& stop) {

@@ -82,6 +82,7 @@ TrainOptimizer build_optimizer(const ParameterSelection& params, const Optimizer
   // One group per distinct scale, in order of first appearance so the layout is deterministic
   // (checkpointed optimizer state is matched by group and position).
   TrainOptimizer out;
+  out.type = o.type;
   std::vector<std::vector<torch::Tensor>> grouped;
   for (const auto& p : params.trainable) {
     size_t g = 0;

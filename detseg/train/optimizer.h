@@ -46,6 +46,19 @@ struct TrainOptimizer {
   ~TrainOptimizer();
   // Sets every group's rate to lr x its scale (call each step with the schedule's value).
   void set_learning_rate(double lr);
+
+  // One update of the parameters that have a gradient, or none when `skip` (a 0-dim float tensor
+  // on their device) is 1: then parameters and state stay exactly as they were. The choice is
+  // made on the device, so a step costs no host sync. Momentum SGD, Adam and AdamW run ATen's
+  // fused kernels (their found_inf argument is the skip); RMSprop is written out with the same
+  // guard. Same math as torch::optim's step, whose state objects it reads and updates.
+  void step(const torch::Tensor& skip);
+  // Adam's and RMSprop's step counts live on the device between steps; this writes them into the
+  // torch::optim state, which is what a checkpoint saves. Call before saving.
+  void sync_state();
+
+  std::string type;  // OptimizerOptions::type
+  std::vector<torch::Tensor> device_steps;  // per trainable parameter, in group order; float 0-dim
 };
 
 // Unknown optimizer type: ConfigError. For momentum SGD a per-group rate scale is exactly the

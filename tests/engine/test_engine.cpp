@@ -213,6 +213,36 @@ TEST(Engine, NonFiniteLossStopsWithStepAndLastGoodCheckpoint) {
   EXPECT_FALSE(fs::exists(manager.path_for_step(good.step + 1)));
 }
 
+// The GPU's way of reading (DETSEG_LAZY_HOST_READS=1 makes the CPU read as a GPU run does: only on
+// steps that log, save or evaluate): a NaN loss at step 6 is skipped by the optimizer on the device,
+// steps 7 and 8 go on from good weights, and the read at step 8 stops the run naming step 6, before
+// step 8's checkpoint is written. The last good checkpoint is step 4's.
+TEST(Engine, NonFiniteLossFoundAtTheNextReadStillNamesItsStep) {
+  const fs::path dir = workdir() / "nan_lazy";
+  fs::remove_all(dir);
+  ::setenv("DETSEG_LAZY_HOST_READS", "1", 1);
+  ::setenv("DETSEG_INJECT_NAN_LOSS", "6", 1);
+  std::string message;
+  try {
+    detseg::train_model(make_config({"train.num_steps=12", "train.checkpoint_every=4", "train.log_every=4"}),
+                        dir.string());
+  } catch (const detseg::Error& e) {
+    message = e.what();
+  }
+  ::unsetenv("DETSEG_LAZY_HOST_READS");
+  ::unsetenv("DETSEG_INJECT_NAN_LOSS");
+  ASSERT_FALSE(message.empty()) << "the NaN at step 6 was not reported";
+  EXPECT_NE(message.find("loss is nan at step 6 ("), std::string::npos) << message;
+  const std::string good = (dir / "ckpt-4.dsckpt").string();
+  EXPECT_NE(message.find("The last good checkpoint is " + good), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(dir / "ckpt-8.dsckpt"));
+  // The log has steps 4 (finite) and no step 8 record: the run stopped at the read.
+  std::vector<nlohmann::json> rows = read_jsonl(dir / "metrics.jsonl");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["step"], 4);
+  EXPECT_TRUE(std::isfinite(rows[0]["total_loss"].get<double>()));
+}
+
 TEST(Engine, EvaluatesEveryNStepsDuringTraining) {
   const fs::path dir = workdir() / "periodic";
   fs::remove_all(dir);

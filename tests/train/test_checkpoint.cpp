@@ -217,14 +217,17 @@ TEST_F(CheckpointTest, LoadModuleStateChecksNamesAndShapes) {
   }
 }
 
-// ---- exact resume: 20 steps straight == 10 steps, save, load into fresh objects, 10 steps.
+// ---- exact resume: 20 steps straight == 10 steps, save, load into fresh objects, 10 steps, stepped
+// as the training loop steps (TrainOptimizer::step; Adam's step counts kept on the device and
+// written into the state before the save).
 struct TrainRun {
   testing::TinyNet net;
   TrainOptimizer opt;
-  explicit TrainRun(uint64_t init_seed) {
+  TrainRun(uint64_t init_seed, const std::string& type) {
     torch::manual_seed(init_seed);
     net = testing::TinyNet();
     OptimizerOptions o;
+    o.type = type;
     o.multipliers = {{R"(bias$)", 2.0}};
     opt = build_optimizer(select_parameters(*net, o), o, 0.05);
   }
@@ -239,41 +242,43 @@ struct TrainRun {
       opt.optimizer->zero_grad();
       loss.backward();
       clip_gradients_by_global_norm(std::vector<torch::Tensor>(net->parameters()), 5.0);
-      opt.optimizer->step();
+      opt.step(torch::zeros({}));
     }
   }
 };
 
 TEST_F(CheckpointTest, ResumeIsBitExact) {
-  TrainRun straight(1);
-  torch::manual_seed(42);
-  straight.steps(0, 20);
+  for (const std::string type : {"momentum", "adam"}) {
+    TrainRun straight(1, type);
+    torch::manual_seed(42);
+    straight.steps(0, 20);
 
-  TrainRun first(1);
-  torch::manual_seed(42);
-  first.steps(0, 10);
-  CheckpointManager m({(dir_ / "run").string(), 7, 10});
-  m.save(capture_training_state(10, *first.net, first.opt.optimizer.get(), nullptr));
+    TrainRun first(1, type);
+    torch::manual_seed(42);
+    first.steps(0, 10);
+    CheckpointManager m({(dir_ / ("run_" + type)).string(), 7, 10});
+    first.opt.sync_state();
+    m.save(capture_training_state(10, *first.net, first.opt.optimizer.get(), nullptr));
 
-  torch::manual_seed(999);  // a different generator state and init: the checkpoint must restore all
-  TrainRun resumed(7);
-  const int64_t step =
-      restore_training_state(*m.latest(), *resumed.net, resumed.opt.optimizer.get(), nullptr);
-  EXPECT_EQ(step, 10);
-  resumed.steps(static_cast<int>(step), 20);
-  const Checkpoint r = read_checkpoint(*m.latest());
+    torch::manual_seed(999);  // a different generator state and init: the checkpoint must restore all
+    TrainRun resumed(7, type);
+    const int64_t step = restore_training_state(*m.latest(), *resumed.net, resumed.opt.optimizer.get(), nullptr);
+    EXPECT_EQ(step, 10);
+    resumed.steps(static_cast<int>(step), 20);
+    const Checkpoint r = read_checkpoint(*m.latest());
 
-  const NamedTensors a = module_state(*straight.net), b = module_state(*resumed.net);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first << "\n"
-                                                        << a[i].second << b[i].second;
-  // And the run without the RNG restore differs (the test can fail).
-  TrainRun no_rng(7);
-  load_module_state(*no_rng.net, r.model, "x");
-  load_optimizer_state(*no_rng.opt.optimizer, r.optimizer);
-  no_rng.steps(10, 20);
-  EXPECT_FALSE(torch::equal(module_state(*no_rng.net)[0].second, a[0].second));
+    const NamedTensors a = module_state(*straight.net), b = module_state(*resumed.net);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << type << " " << a[i].first << "\n"
+                                                          << a[i].second << b[i].second;
+    // And the run without the RNG restore differs (the test can fail).
+    TrainRun no_rng(7, type);
+    load_module_state(*no_rng.net, r.model, "x");
+    load_optimizer_state(*no_rng.opt.optimizer, r.optimizer);
+    no_rng.steps(10, 20);
+    EXPECT_FALSE(torch::equal(module_state(*no_rng.net)[0].second, a[0].second)) << type;
+  }
 }
 
 TEST_F(CheckpointTest, TrainingStateWithEmaAndEvalWeights) {

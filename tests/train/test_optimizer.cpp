@@ -167,6 +167,9 @@ TEST(Optimizer, EveryTypeStepsByHand) {
        static_cast<float>(0.25 - 0.1 * r - 0.1 * (0.9 * r + 1 / std::sqrt(0.19))),
        static_cast<float>(1 - 0.1 * r)},
   };
+  // Both ways of stepping: torch::optim's own, and the training loop's (TrainOptimizer::step, with
+  // the device-side skip flag at 0).
+  for (const bool guarded : {false, true})
   for (const Case& c : cases) {
     TinyNet net;
     testing::fill_tiny(*net);
@@ -176,17 +179,71 @@ TEST(Optimizer, EveryTypeStepsByHand) {
     o.adamw_weight_decay = c.adamw_decay;
     o.freeze_pattern = "^(fc1|bn)\\.";
     TrainOptimizer opt = build_optimizer(select_parameters(*net, o), o, 0.1);
-    const std::string what = std::string(c.type) + (c.nesterov ? " nesterov" : "");
+    const std::string what = std::string(c.type) + (c.nesterov ? " nesterov" : "") + (guarded ? " guarded" : "");
     for (int step = 0; step < 2; ++step) {
       opt.optimizer->zero_grad();
       (net->head->bias * 2.0 + net->head->weight.sum()).sum().backward();
-      opt.optimizer->step();
+      if (guarded)
+        opt.step(torch::zeros({}));
+      else
+        opt.optimizer->step();
       if (step == 0) {
         EXPECT_NEAR(net->head->bias.item<float>(), c.bias1, 1e-6) << what;
         EXPECT_NEAR(net->head->weight[0][0].item<float>(), c.weight0_1, 1e-6) << what;
       }
     }
     EXPECT_NEAR(net->head->bias.item<float>(), c.bias2, 1e-6) << what;
+  }
+}
+
+// The training loop's step against torch::optim's on a channels-last convolution weight whose
+// gradient arrives contiguous (the fused kernels walk raw memory, so strides must be matched),
+// then a step with NaN gradients and the skip flag set: parameters, state and step counts stay
+// bit for bit, and the steps after it go on as if the skipped one had never come.
+TEST(Optimizer, GuardedStepMatchesTorchAndSkipsOnTheDevice) {
+  for (const char* type : {"sgd", "momentum", "adam", "adamw", "rmsprop"}) {
+    torch::manual_seed(3);
+    const torch::Tensor start = torch::randn({4, 3, 3, 3});
+    std::vector<torch::Tensor> grads;
+    for (int i = 0; i < 4; ++i) grads.push_back(torch::randn({4, 3, 3, 3}));
+    OptimizerOptions o;
+    o.type = type;
+    o.adamw_weight_decay = 0.1;
+    o.nesterov = std::string(type) == "momentum";
+    auto make = [&](torch::Tensor& w) {
+      w = start.clone().contiguous(torch::MemoryFormat::ChannelsLast).requires_grad_(true);
+      ParameterSelection sel;
+      sel.trainable.push_back({"w", w});
+      return build_optimizer(sel, o, 0.05);
+    };
+    torch::Tensor reference_w, w;
+    TrainOptimizer reference = make(reference_w), guarded = make(w);
+    const std::string what = type;
+    for (int i = 0; i < 4; ++i) {
+      reference_w.mutable_grad() = grads[i].clone();
+      reference.optimizer->step();
+      if (i == 2) {  // a NaN step in between, skipped on the device
+        const torch::Tensor before = w.detach().clone();
+        w.mutable_grad() = torch::full({4, 3, 3, 3}, std::nan(""));
+        guarded.step(torch::ones({}));
+        EXPECT_TRUE(torch::equal(w, before)) << what;
+        if (!guarded.device_steps.empty()) {
+          EXPECT_EQ(guarded.device_steps[0].item<float>(), 2.0f) << what;
+        }
+      }
+      w.mutable_grad() = grads[i].clone();
+      guarded.step(torch::zeros({}));
+      const double tolerance = std::string(type) == "rmsprop" ? 0 : 1e-6;
+      EXPECT_LE((w - reference_w).abs().max().item<double>(), tolerance) << what << " step " << i;
+    }
+    guarded.sync_state();
+    if (o.type == "sgd" || o.type == "momentum") continue;  // no step count in their state
+    auto& state = *guarded.optimizer->state().at(w.unsafeGetTensorImpl());
+    int64_t steps = -1;
+    if (o.type == "adam") steps = static_cast<torch::optim::AdamParamState&>(state).step();
+    if (o.type == "adamw") steps = static_cast<torch::optim::AdamWParamState&>(state).step();
+    if (o.type == "rmsprop") steps = static_cast<torch::optim::RMSpropParamState&>(state).step();
+    EXPECT_EQ(steps, 4) << what;
   }
 }
 
