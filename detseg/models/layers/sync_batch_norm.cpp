@@ -45,10 +45,13 @@ at::Tensor sync_batch_norm(const at::Tensor& x_in, const at::Tensor& weight, con
   const at::Tensor count = at::full({1}, static_cast<double>(x.numel() / c), x.options());
   at::Tensor local = at::cat({x.sum({0, 2, 3}), (x * x).sum({0, 2, 3}), count});
   at::Tensor global = ReplicaSumFunction::apply(local, reinterpret_cast<int64_t>(&sum));
-  // One host read per layer; the all-reduce above has already synchronised (it goes through the
-  // process group), so this adds no stall of its own.
-  const double n = global[2 * c].item<double>();
-  TORCH_CHECK(n > 1, "sync_batch_norm: the global batch has ", n, " values per channel; need more than 1");
+  // The global count stays on the device: over NCCL the all-reduce does not make the host wait,
+  // and a read here would, once per layer. The CPU checks it (reading costs nothing there).
+  const at::Tensor n = global.narrow(0, 2 * c, 1).detach();
+  if (host_value_checks(n)) {
+    const double values = n.item<double>();
+    TORCH_CHECK(values > 1, "sync_batch_norm: the global batch has ", values, " values per channel; need more than 1");
+  }
   at::Tensor mean = global.narrow(0, 0, c) / n;
   at::Tensor var = global.narrow(0, c, c) / n - mean * mean;  // biased, as batch norm normalises
   {
