@@ -378,7 +378,7 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
     } else {
       stop = dp.vote(-1, stop_signal() != 0).stop;
       // Every rank heard the stop at this same step: read before the checkpoint, together.
-      if (stop) std::tie(reading, stop) = check_health(health, dp, checkpoints, trainee.scaler.get());
+      if (stop) reading = check_health(health, dp, checkpoints, trainee.scaler.get()).first;
     }
     const bool have_reading = read_now || stop;
     if (have_reading) {

@@ -504,6 +504,39 @@ TEST(TrainStop, SigtermToTheLauncherStopsEveryRankWithACheckpoint) {
       << log;
 }
 
+// The GPU's way of reading (DETSEG_LAZY_HOST_READS=1: losses read only every 5th step here), so the
+// signal most likely lands between two reads: the ranks' stop vote still ends the run after the
+// step in flight, the health of the unread steps is read before the checkpoint, and the
+// checkpoint of that step is written with finite weights.
+TEST(TrainStop, SigtermBetweenReadsSavesTheStepInFlight) {
+  const fs::path model = workdir() / "sigterm_lazy";
+  fs::remove_all(model);
+  const pid_t pid = start_background("env DETSEG_LAZY_HOST_READS=1 " + std::string(DETSEG_BINARY) +
+                                         " --threads 1 train --config " + config() + " --model-dir " + model.string() +
+                                         " --set train.num_steps=100000 --set train.log_every=5",
+                                     workdir() / "sigterm_lazy.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && count_lines(model / "metrics.jsonl") < 1)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ::kill(pid, SIGTERM);
+  const int status = wait_for(pid, 60);
+  const std::string log = read_text(workdir() / "sigterm_lazy.log");
+  ASSERT_NE(status, -1) << "no stop within 60 s after SIGTERM\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << log;
+  detseg::CheckpointManager manager(detseg::CheckpointManagerOptions{model.string(), 5, 1000});
+  const auto latest = manager.latest();
+  ASSERT_TRUE(latest.has_value()) << log;
+  const detseg::Checkpoint saved = detseg::read_checkpoint(*latest);
+  EXPECT_GE(saved.step, 5);
+  EXPECT_NE(log.find("training stopped by SIGTERM after step " + std::to_string(saved.step) + "; checkpoint " + *latest),
+            std::string::npos)
+      << log;
+  for (const auto& [name, t] : saved.model)
+    if (t.is_floating_point()) {
+      EXPECT_TRUE(at::isfinite(t).all().item<bool>()) << name;
+    }
+}
+
 TEST(TrainStop, ContinuousEvaluationStopsOnSigint) {
   const fs::path empty = workdir() / "no_checkpoints";
   fs::create_directories(empty);
