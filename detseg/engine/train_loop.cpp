@@ -222,13 +222,12 @@ StepOutcome optimisation_step(Trainee& trainee, const Batch& batch, int64_t step
   out.total = out.losses.total + out.l2;
   if (injected_nan_loss(step + 1, dp.rank())) out.total = out.total * std::nan("");
   LossScaler* scaler = trainee.scaler.get();
+  const std::vector<at::Tensor> params = trainee.params.tensors();
   const at::Tensor seed = at::where(out.total.detach().isfinite(), 1.0, std::nan("")).to(out.total.dtype());
   (scaler ? scaler->scale(out.total) : out.total).backward(seed);
   dp.average_gradients();
-  const at::Tensor found_inf = scaler ? scaler->unscale_gradients(trainee.params.tensors()) : at::Tensor();
-  const std::vector<at::Tensor> params = trainee.params.tensors();
-  out.grad_norm = clip_gradients_by_global_norm_async(params, trainee.opt_options.clip_gradients_norm)
-                      .to(params.front().device());
+  const at::Tensor found_inf = scaler ? scaler->unscale_gradients(params) : at::Tensor();
+  out.grad_norm = clip_gradients_by_global_norm_async(params, trainee.opt_options.clip_gradients_norm);
   out.skipped = out.grad_norm.isfinite().logical_not().to(at::kFloat);
   trainee.optimizer.step(out.skipped);
   if (scaler) scaler->update(found_inf);

@@ -147,7 +147,9 @@ torch::Tensor clip_gradients_by_global_norm_async(const std::vector<torch::Tenso
   std::vector<torch::Tensor> grads;
   for (const auto& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return torch::zeros({}, torch::kDouble);
+  if (grads.empty())  // on the parameters' device, as a computed norm would be
+    return torch::zeros({}, params.empty() ? torch::TensorOptions(torch::kDouble)
+                                           : params.front().options().dtype(torch::kDouble));
   std::vector<torch::Tensor> squares;
   squares.reserve(grads.size());
   for (const auto& g : grads) squares.push_back(g.to(torch::kDouble).pow(2).sum());

@@ -97,9 +97,17 @@ void rmsprop_group(optim::Optimizer& optimizer, optim::OptimizerParamGroup& grou
   }
 }
 
-template <class State>
-void write_step(optim::Optimizer& optimizer, const at::Tensor& p, int64_t step) {
-  if (State* s = find_state<State>(optimizer, p)) s->step(step);
+// Adam, AdamW and RMSprop keep a step count in their state, each under its own class: calls
+// `f(state)` with the parameter's state when it has one.
+template <class F>
+void with_counted_state(const std::string& type, optim::Optimizer& optimizer, const at::Tensor& p, F f) {
+  if (type == "adam") {
+    if (auto* s = find_state<optim::AdamParamState>(optimizer, p)) f(*s);
+  } else if (type == "adamw") {
+    if (auto* s = find_state<optim::AdamWParamState>(optimizer, p)) f(*s);
+  } else if (type == "rmsprop") {
+    if (auto* s = find_state<optim::RMSpropParamState>(optimizer, p)) f(*s);
+  }
 }
 
 }  // namespace
@@ -114,13 +122,7 @@ void TrainOptimizer::step(const torch::Tensor& skip) {
     for (auto& group : groups)
       for (const auto& p : group.params()) {
         int64_t step = 0;
-        if (type == "adam") {
-          if (auto* s = find_state<optim::AdamParamState>(*optimizer, p)) step = s->step();
-        } else if (type == "adamw") {
-          if (auto* s = find_state<optim::AdamWParamState>(*optimizer, p)) step = s->step();
-        } else if (auto* s = find_state<optim::RMSpropParamState>(*optimizer, p)) {
-          step = s->step();
-        }
+        with_counted_state(type, *optimizer, p, [&](auto& state) { step = state.step(); });
         device_steps.push_back(at::full({}, static_cast<double>(step), p.options().dtype(at::kFloat)));
       }
   }
@@ -170,9 +172,7 @@ void TrainOptimizer::sync_state() {
   for (auto& group : optimizer->param_groups())
     for (const auto& p : group.params()) {
       const auto step = static_cast<int64_t>(counts[flat++]);
-      if (type == "adam") write_step<optim::AdamParamState>(*optimizer, p, step);
-      else if (type == "adamw") write_step<optim::AdamWParamState>(*optimizer, p, step);
-      else write_step<optim::RMSpropParamState>(*optimizer, p, step);
+      with_counted_state(type, *optimizer, p, [&](auto& state) { state.step(step); });
     }
 }
 
