@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "detseg/core/json.h"
 #include "detseg/core/threads.h"
 #include "detseg/data/readers/coco.h"
@@ -90,6 +91,7 @@ ProcessRun run_process(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  detseg::bench::print_machine();
   std::vector<std::string> cases;
   int repeats = 5, threads = 0;
   std::string detseg = DETSEG_BINARY;

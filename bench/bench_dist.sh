@@ -14,6 +14,7 @@ WARMUP=${3:-5}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$BUILD/detseg
 OUT=$(mktemp -d /tmp/detseg_bench_dist.XXXXXX)
+"$BIN" info | grep '^machine'
 COMMON=(--config "$HERE/configs/demo/retinanet_r18_bccd.yaml" --set train.num_steps=$STEPS --set train.log_every=1
         --set train.checkpoint_every=100000 --set "eval_input.annotations=''" --set train_input.num_workers=1)
 

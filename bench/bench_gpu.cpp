@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_timing.h"
 #include "detseg/config/config.h"
 #include "detseg/data/loader.h"
 #include "detseg/engine/device.h"
@@ -278,6 +279,7 @@ nlohmann::json bench_ops(const Args& a, const at::Device& device) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  detseg::bench::print_machine();
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];

@@ -26,6 +26,7 @@ done
 config=$here/bench/configs/learning_retinanet_r18_bccd.yaml
 data=(--set "train_input.annotations=$out/train.json" --set "train_input.images=$bccd/JPEGImages"
       --set "eval_input.annotations=$out/test.json" --set "eval_input.images=$bccd/JPEGImages" "${overrides[@]}")
+"$bin" info | grep '^machine'
 echo "equal-time learning: ${minutes} min each, $threads threads, BCCD train -> test; results in $out${overrides:+; detseg ${overrides[*]}}"
 
 # detseg: trains until the budget's SIGTERM, which writes a checkpoint; then detections on test.

@@ -14,6 +14,7 @@
 #include <regex>
 #include <string>
 
+#include "bench_timing.h"
 #include "detseg/data/dataset.h"
 #include "detseg/data/loader.h"
 #include "detseg/data/readers/voc.h"
@@ -35,6 +36,7 @@ std::string run_peer(const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  detseg::bench::print_machine();
   std::string voc = std::string(DETSEG_SHARED_DIR) + "/data/bccd/BCCD";
   int epochs = 2, workers = 2;
   bool peer = true;

@@ -149,6 +149,7 @@ void fast_paths_ab(int rounds, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  detseg::bench::print_machine();
   int threads = 2, iters = 3;
   bool peer = true, channels_last = false, train = true;
   int positional = 0, ab_rounds = 0;

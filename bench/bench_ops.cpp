@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench_timing.h"
 #include "detseg/core/threads.h"
 #include "detseg/ops/conv_transpose.h"
 #include "detseg/ops/nms.h"
@@ -70,6 +71,7 @@ std::string compare_keep(const at::Tensor& keep, const at::Tensor& want, const a
 }  // namespace
 
 int main(int argc, char** argv) {
+  detseg::bench::print_machine();
   if (argc < 2) {
     std::fprintf(stderr, "usage: bench_ops DATA_DIR [threads]  (see bench/run_ops.sh)\n");
     return 2;

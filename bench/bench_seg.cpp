@@ -74,6 +74,7 @@ std::pair<Timing, Timing> time_model(const std::string& type, const std::string&
 }  // namespace
 
 int main(int argc, char** argv) {
+  detseg::bench::print_machine();
   int threads = 2, iters = 3, positional = 0;
   bool peer = true, train = true;
   for (int i = 1; i < argc; ++i) {

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "detseg/engine/device.h"
+
 namespace detseg::bench {
 
 // Seconds per call, wall clock and process CPU time. On a shared machine the CPU time (all
@@ -40,6 +42,10 @@ inline double peak_rss_mb() {
   getrusage(RUSAGE_SELF, &usage);
   return usage.ru_maxrss / 1024.0;
 }
+
+// The first line of every benchmark's output: the CPU and the kernel sets its figures came from (a
+// peer run by the benchmark inherits the same ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA).
+inline void print_machine() { std::printf("machine: %s\n", detseg::machine_summary().c_str()); }
 
 // Runs `command` and parses the JSON object starting at the first '{' of its output; an empty
 // object (and a message) when it fails.

@@ -88,6 +88,7 @@ std::pair<Timing, Timing> bench(const std::string& type, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  detseg::bench::print_machine();
   int threads = 2, iters = 3, positional = 0;
   bool peer = true;
   for (int i = 1; i < argc; ++i) {

@@ -6,6 +6,8 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "detseg/core/cpu_info.h"
+#include "detseg/engine/device.h"
 
 namespace detseg::cli {
 
@@ -14,6 +16,8 @@ int run_info(const InfoArgs& args) {
   std::printf("detseg %s\n", DETSEG_VERSION);
   std::printf("torch %s\n", TORCH_VERSION);
   std::printf("threads %d\n", at::get_num_threads());
+  // The kernel sets decide how sums round, so results differ a little between CPUs (docs/cli.md).
+  std::printf("machine %s\n", machine_summary().c_str());
   std::printf("cuda %s\n", at::hasCUDA() ? "available" : "not available");
   std::printf("\n%s", at::get_parallel_info().c_str());
   std::printf("\n%s\n", at::show_config().c_str());

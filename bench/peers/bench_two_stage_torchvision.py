@@ -60,8 +60,9 @@ def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     iters = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     torch.set_num_threads(threads)
-    # After two SGD steps torchvision's Faster R-CNN here carries denormal floats, and its step
-    # goes from 2.7 s to 14-29 s (aten::mm and roi_align_backward crawl through them; session 13).
+    # After two SGD steps torchvision's Faster R-CNN carries denormal floats, and its step goes
+    # from 2.7 s to 14-29 s (aten::mm and roi_align_backward crawl through them; measured
+    # 2026-12-05 on a 2-core x86-64 machine, CPU model not recorded).
     # Flushing them to zero keeps the comparison about kernels, in the peer's favour.
     torch.set_flush_denormal(True)
     out = {"threads": threads, "iters": iters, "flush_denormal": True}

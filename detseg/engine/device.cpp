@@ -2,13 +2,22 @@
 
 #include <ATen/autocast_mode.h>
 #include <ATen/Context.h>
+#include <ATen/Version.h>
 #include <torch/nn/module.h>
 
 #include <cstdlib>
 
+#include "detseg/core/cpu_info.h"
 #include "detseg/core/error.h"
 
 namespace detseg {
+
+std::string machine_summary() {
+  std::string out = cpu_summary() + "; ATen CPU capability " + at::get_cpu_capability();
+  if (const char* v = std::getenv("ATEN_CPU_CAPABILITY"); v != nullptr && *v != '\0')
+    out += std::string(" (ATEN_CPU_CAPABILITY=") + v + ")";
+  return out;
+}
 
 int visible_gpu_count() {
   return at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;

@@ -18,6 +18,11 @@ at::Device resolve_device(const std::string& spec);
 // The device of the module's first parameter (or buffer); CPU for a module with neither.
 at::Device module_device(const torch::nn::Module& module);
 
+// The CPU and the kernel sets this process computes with, for figures and test notes: the CPU model
+// and oneDNN's ISA (core/cpu_info.h) and ATen's CPU capability, each with the variable that lowered
+// it when one is set: "AMD EPYC 7B13, 2 logical CPUs; oneDNN ISA avx2; ATen CPU capability AVX2".
+std::string machine_summary();
+
 // GPUs this process can use (0 without a CUDA build or driver).
 int visible_gpu_count();
 

@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <ATen/Version.h>
+
 #include <cstdlib>
+#include <map>
 
 #include "command_runner.h"
 #include "detseg/config/config.h"
+#include "detseg/core/cpu_info.h"
 #include "detseg/core/error.h"
 #include "detseg/data/loader.h"
 #include "detseg/engine/device.h"
@@ -68,3 +72,42 @@ TEST(Device, CpuBatchesStayWhereTheyAre) {
 }
 
 }  // namespace
+
+// The machine line names the oneDNN ISA that oneDNN itself reports (ONEDNN_VERBOSE, from a oneDNN
+// convolution in the venv's torch, the same oneDNN build) under each cap this CPU can take, and
+// ATen's own capability.
+TEST(Device, MachineLineNamesTheKernelSetsInUse) {
+  const std::string summary = detseg::machine_summary();
+  EXPECT_NE(summary.find("ATen CPU capability " + at::get_cpu_capability()), std::string::npos) << summary;
+  EXPECT_NE(summary.find(detseg::cpu_model_name()), std::string::npos) << summary;
+  if (std::getenv("ATEN_CPU_CAPABILITY") == nullptr) {
+    EXPECT_EQ(at::get_cpu_capability(), detseg::aten_native_cpu_capability());
+  }
+  // oneDNN's names in its verbose "isa:" field.
+  const std::map<std::string, std::string> verbose = {
+      {"sse41", "Intel SSE4.1"}, {"avx", "Intel AVX"}, {"avx2", "Intel AVX2"},
+      {"avx2_vnni", "Intel AVX2 with Intel DL Boost"},
+      {"avx2_vnni_2", "Intel AVX2 with Intel DL Boost, float16 and bfloat16 support"},
+      {"avx512_core", "Intel AVX-512 with AVX512BW, AVX512VL, and AVX512DQ extensions"},
+      {"avx512_core_vnni", "Intel AVX-512 with Intel DL Boost"},
+      {"avx512_core_bf16", "Intel AVX-512 with Intel DL Boost and bfloat16 support"}};
+  // Our answer reads the variable at each call; oneDNN reads it once per process (Python's).
+  struct RestoreCap {
+    std::string value = std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "";
+    ~RestoreCap() { value.empty() ? unsetenv("ONEDNN_MAX_CPU_ISA") : setenv("ONEDNN_MAX_CPU_ISA", value.c_str(), 1); }
+  } restore;
+  int checked = 0;
+  for (const std::string cap : {"", "SSE41", "AVX2"}) {  // a Python start each
+    cap.empty() ? unsetenv("ONEDNN_MAX_CPU_ISA") : setenv("ONEDNN_MAX_CPU_ISA", cap.c_str(), 1);
+    const std::string ours = detseg::onednn_cpu_isa();
+    const auto run = detseg::testing::run_command(
+        "ONEDNN_VERBOSE=1 " + std::string(DETSEG_PYTHON) +
+        " -c 'import torch; torch.ops.aten.mkldnn_convolution(torch.randn(1, 16, 32, 32), torch.randn(16, 16, 3, 3),"
+        " None, [1, 1], [1, 1], [1, 1], 1)' | grep -o 'isa:[^,]*' | head -1");
+    if (run.output.empty()) GTEST_SKIP() << DETSEG_PYTHON << " without torch: oneDNN's own answer not checked";
+    if (!verbose.count(ours)) continue;  // an ISA this table does not spell (AVX10, AMX)
+    EXPECT_EQ(run.output, "isa:" + verbose.at(ours) + "\n") << "ONEDNN_MAX_CPU_ISA=" << cap << ", ours " << ours;
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);
+}
