@@ -83,6 +83,52 @@ std::string result_json(const CocoEvalArgs& args, const CocoDataset& gt, const C
   return out;
 }
 
+std::string base_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+// Detections that name their image (predict's detections.json: "file_name" beside "image_id") must
+// name the ground truth's image of that id: ids numbered for another data set would score the
+// boxes against the wrong pictures. Files without the key (COCO's own results) are not looked at.
+void check_result_file_names(const JsonDocument& dt_json, const CocoDataset& gt, const CocoDataset& dt) {
+  const auto results = simdjson::dom::array(dt_json.root);
+  if (results.size() == 0 || results.at(0)["file_name"].error() != simdjson::SUCCESS) return;
+  size_t i = 0;
+  for (simdjson::dom::element result : results) {
+    std::string_view name;
+    if (result["file_name"].get(name) == simdjson::SUCCESS) {
+      const int64_t id = dt.annotations[i].image_id;
+      const std::string& expected = gt.images[gt.image_index.at(id)].file_name;
+      DETSEG_CHECK(base_name(std::string(name)) == base_name(expected), location(dt_json.path), "result ", i,
+                   ": image ", id, " is ", name, " here but ", expected, " in ", gt.source,
+                   ": the ids were numbered for another data set");
+    }
+    ++i;
+  }
+}
+
+// --images: predict's table of the ids it gave ({"images": [{"id", "file_name", ...}]}); every id
+// must be the ground truth's image of that file name.
+void check_image_table(const std::string& path, const CocoDataset& gt) {
+  JsonDocument table;
+  load_json(path, table);
+  simdjson::dom::array images;
+  DETSEG_CHECK(table.root["images"].get(images) == simdjson::SUCCESS || table.root.get(images) == simdjson::SUCCESS,
+               path, ": expected {\"images\": [{\"id\", \"file_name\"}, ...]} (detseg predict's images.json)");
+  size_t i = 0;
+  for (simdjson::dom::element image : images) {
+    int64_t id = 0;
+    std::string_view name;
+    DETSEG_CHECK(image["id"].get(id) == simdjson::SUCCESS && image["file_name"].get(name) == simdjson::SUCCESS,
+                 location(path), "images[", i, "]: expected an \"id\" (integer) and a \"file_name\" (string)");
+    const auto at = gt.image_index.find(id);
+    DETSEG_CHECK(at != gt.image_index.end(), location(path), "images[", i, "]: image ", id, " (", name,
+                 ") is not in the ground truth ", gt.source);
+    const std::string& expected = gt.images[at->second].file_name;
+    DETSEG_CHECK(base_name(std::string(name)) == base_name(expected), location(path), "images[", i, "]: image ", id,
+                 " is ", name, " here but ", expected, " in ", gt.source, ": the ids were numbered for another data set");
+    ++i;
+  }
+}
+
 // Reads --gt and --dt. The detections file is parsed on a second thread while the ground truth is
 // read, unless it is too small to pay for starting one (~0.1-0.2 ms; the small bench case's is 73
 // kB). Both parsers are gone on return, so evaluation's arrays reuse their (already faulted-in) heap.
@@ -104,6 +150,7 @@ void load_gt_and_detections(const CocoEvalArgs& args, CocoDataset& gt, CocoDatas
   else
     load_json(args.dt, dt_json);
   dt = read_coco_results(dt_json, gt);
+  check_result_file_names(dt_json, gt, dt);
 }
 
 }  // namespace
@@ -112,6 +159,10 @@ int run_coco_eval(const CocoEvalArgs& args) {
   DETSEG_CONFIG_CHECK(!args.gt.empty() && !args.dt.empty(), "coco-eval: --gt and --dt are required");
   DETSEG_CONFIG_CHECK(args.iou_type == "bbox" || args.iou_type == "segm",
                       "coco-eval: --iou-type must be bbox or segm, got \"", args.iou_type, "\"");
+  check_output_is_not_an_input(args.json_out, "--json",
+                               {{args.gt, "the ground-truth file given by --gt"},
+                                {args.dt, "the detections file given by --dt"},
+                                {args.images, "the image table given by --images"}});
   // Large buffers (JSON text and tape, growing annotation vectors) stay in the heap instead of
   // fresh mmaps, each page faulted in and unmapped again on free: reused memory cuts the small
   // case's page faults by 12 % and its process time by ~0.5 ms (docs/benchmarks.md).
@@ -119,6 +170,7 @@ int run_coco_eval(const CocoEvalArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   CocoDataset gt, dt;
   load_gt_and_detections(args, gt, dt);
+  if (!args.images.empty()) check_image_table(args.images, gt);
   const double load_s = seconds_since(start);
   if (dt.annotations.empty())
     log_warn("coco-eval: ", args.dt, " holds no detections: every AP and AR is 0 (or -1 without ground truth)");

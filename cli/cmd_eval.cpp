@@ -10,12 +10,40 @@
 #include "detseg/core/log.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/engine/evaluate.h"
+#include "detseg/engine/memory.h"
 #include "detseg/train/checkpoint.h"
 
 namespace detseg::cli {
+namespace {
+
+// Where --detections puts set `set`'s file: the path itself for eval_input, <stem>-<set>.json for
+// a named set.
+std::string detections_path(const std::string& path, const std::string& set) {
+  if (path.empty() || set.empty()) return path;
+  const size_t dot = path.rfind(".json");
+  return dot == std::string::npos ? path + "-" + set : path.substr(0, dot) + "-" + set + ".json";
+}
+
+// What an evaluation reads, which its outputs must not replace.
+std::vector<CommandInput> evaluation_inputs(const PipelineConfig& config, const std::string& checkpoint) {
+  std::vector<CommandInput> inputs = {{checkpoint, "the checkpoint evaluated"}};
+  for (const std::string& file : config.files)
+    inputs.push_back({file, file == config.source ? "the config given by --config" : "a _base_ file of the config"});
+  for (const EvalSet& set : evaluation_sets(config)) {
+    const std::string name = set.name.empty() ? "eval_input" : set.name == "train" && config.eval.on_train > 0
+                                                                   ? "train_input"
+                                                                   : "eval_inputs." + set.name;
+    inputs.push_back({set.input.annotations, name + ".annotations"});
+    inputs.push_back({set.input.label_map, name + ".label_map"});
+  }
+  return inputs;
+}
+
+}  // namespace
 
 int run_eval(const EvalArgs& args) {
   install_stop_handlers();  // SIGINT/SIGTERM end the run at a safe point (see stop_signal.h)
+  guard_cpu_allocations();  // a block larger than the memory left fails with its size, not the OOM killer
   PipelineConfig config = load_config(args.config, args.overrides);
   if (!args.eval_set.empty()) {
     // Keep only the named set ("eval" names eval_input).
@@ -31,6 +59,7 @@ int run_eval(const EvalArgs& args) {
   }
   DETSEG_CONFIG_CHECK(!evaluation_sets(config).empty(), args.config,
                       ": nothing to evaluate: set eval_input.annotations (or eval_inputs, or eval.on_train)");
+  check_model_fits_in_memory(config, ModelUse::kInference);
   if (args.continuous) {
     std::string dir = !args.checkpoint_dir.empty() ? args.checkpoint_dir : args.model_dir;
     DETSEG_CONFIG_CHECK(!dir.empty(), "--continuous needs --checkpoint-dir (or --model-dir)");
@@ -46,6 +75,16 @@ int run_eval(const EvalArgs& args) {
     auto latest = CheckpointManager(options).latest();
     DETSEG_CHECK(latest.has_value(), args.model_dir, ": no checkpoint in this folder");
     checkpoint = *latest;
+  }
+  // Before the evaluation: no output may replace an input, nor the other output.
+  const std::vector<CommandInput> inputs = evaluation_inputs(config, checkpoint);
+  check_output_is_not_an_input(args.json_out, "--json", inputs);
+  for (const EvalSet& set : evaluation_sets(config)) {
+    if (args.detections_out.empty()) break;
+    const std::string path = detections_path(args.detections_out, set.name);
+    check_output_is_not_an_input(path, "--detections", inputs);
+    DETSEG_CONFIG_CHECK(path != args.json_out && !same_file(path, args.json_out), "--detections ", path,
+                        ": is also the --json file; give each its own path");
   }
   // The checkpoint's folder (the model dir) keeps a log of its evaluations.
   const std::string folder = std::filesystem::path(checkpoint).parent_path().string();
@@ -69,13 +108,11 @@ int run_eval(const EvalArgs& args) {
   for (const EvalReport& report : reports) {
     if (report.detections.empty()) continue;
     const std::string set = report.set_name.empty() ? "" : "-" + report.set_name;
-    std::string path = args.detections_out;
+    std::string path = detections_path(args.detections_out, report.set_name);
     if (path.empty()) {
       make_directories(model_dir + "/eval");
       path = str(model_dir, "/eval/detections", set, "-", report.step, ".json");
-    } else if (!set.empty()) {
-      const size_t dot = path.rfind(".json");
-      path = dot == std::string::npos ? path + set : path.substr(0, dot) + set + ".json";
+      check_output_is_not_an_input(path, "", inputs);
     }
     write_file_atomic(path, report.detections);
     print_output(str(report.num_detections, " detections (COCO results format) written to ", path, "\n"));

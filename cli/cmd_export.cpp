@@ -3,10 +3,12 @@
 #include "detseg/config/config.h"
 #include "detseg/core/log.h"
 #include "detseg/engine/export.h"
+#include "detseg/engine/memory.h"
 
 namespace detseg::cli {
 
 int run_export(const ExportArgs& args) {
+  guard_cpu_allocations();  // a block larger than the memory left fails with its size, not the OOM killer
   const PipelineConfig config = load_config(args.config, args.overrides);
   ExportOptions options;
   options.checkpoint = args.checkpoint;

@@ -6,12 +6,14 @@
 #include "detseg/core/error.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/engine/export.h"
+#include "detseg/engine/memory.h"
 #include "detseg/api/predict.h"
 
 namespace detseg::cli {
 
 int run_predict(const PredictArgs& args) {
   install_stop_handlers();  // SIGINT/SIGTERM end the run at a safe point (see stop_signal.h)
+  guard_cpu_allocations();  // a block larger than the memory left fails with its size, not the OOM killer
   // An exported TorchScript model carries its config; --config (with overrides) replaces it.
   PipelineConfig config;
   if (!args.config.empty()) {
@@ -27,8 +29,9 @@ int run_predict(const PredictArgs& args) {
   options.input = args.input;
   options.output = args.output;
   options.score_threshold = args.score_threshold;
+  check_model_fits_in_memory(config, ModelUse::kInference);
   int64_t n = predict_images(config, options);
-  std::printf("predicted %lld images into %s (detections.json or segmentation.json, and PNGs per image)\n",
+  std::printf("predicted %lld images into %s (detections.json or segmentation.json, images.json, and PNGs per image)\n",
               static_cast<long long>(n),
               args.output.c_str());
   return 0;

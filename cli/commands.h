@@ -44,6 +44,7 @@ struct CocoEvalArgs {
   std::string dt;
   std::string iou_type = "bbox";
   std::string json_out;
+  std::string images;  // predict's images.json: the ids and file names the detections were numbered with
   bool per_class = false;
   bool class_agnostic = false;
 };
@@ -100,5 +101,11 @@ struct FetchArgs {
 };
 // Torch-free: both binaries run it in-process.
 int run_fetch(const FetchArgs& args);
+struct CheckDataArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+};
+// 0 when every input is clean or only has what its policies let pass, 1 when they would stop.
+int run_check_data(const CheckDataArgs& args);
 
 }  // namespace detseg::cli

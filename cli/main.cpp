@@ -2,7 +2,13 @@
 // exit-code contract (0 success, 2 usage/config error, 1 runtime failure).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <string>
@@ -10,18 +16,129 @@
 
 #include "cli/commands.h"
 #include "detseg/core/error.h"
+#include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/core/out_of_memory.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/core/threads.h"
 
 namespace {
 
 using namespace detseg::cli;
+using detseg::str;
 
 // The one line a failed command ends with: on stderr, and in the run's log file when there is one.
 void report_failure(const std::string& line) {
   std::fprintf(stderr, "%s\n", line.c_str());
   detseg::append_to_log_file(line);
+}
+
+// Flag checks that say what the flag takes in our words: CLI11's own print its internals ("Value -1
+// not in range 0.000000 to 1797693134862315708145274237317043567981..."). CLI11 prefixes the flag.
+std::string number_range(double lo, double hi) {
+  if (hi == INT64_MAX || std::isinf(hi)) return str(">= ", lo);
+  return str("in [", lo, ", ", hi, "]");
+}
+
+CLI::Validator whole_number(int64_t lo, int64_t hi = INT64_MAX) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (!text.empty() && *end == '\0' && errno == 0 && v >= lo && v <= hi) return "";
+        return str("expected a whole number ", number_range(static_cast<double>(lo), static_cast<double>(hi)), ", got \"",
+                   text, "\"");
+      },
+      hi == INT64_MAX ? str(">= ", lo) : str("[", lo, ", ", hi, "]"));
+}
+
+// NaN compares false with every bound, so it is refused with the out-of-range values.
+CLI::Validator number_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (!text.empty() && *end == '\0' && v >= lo && v <= hi) return "";
+        return str("expected a number ", number_range(lo, hi), ", got \"", text, "\"");
+      },
+      std::isinf(hi) ? str(">= ", lo) : str("[", lo, ", ", hi, "]"));
+}
+
+CLI::Validator one_of(std::vector<std::string> names) {
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  return CLI::Validator(
+      [names, list](std::string& text) -> std::string {
+        for (const std::string& n : names)
+          if (text == n) return "";
+        return "expected one of " + list + ", got \"" + text + "\"";
+      },
+      list);
+}
+
+CLI::Validator existing_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (const std::string why = detseg::why_unreadable(path); !why.empty())
+          return path + ": " + (why == "no such file or folder" ? "no such file" : why);
+        return detseg::is_directory(path) ? path + ": is a folder, expected a file" : "";
+      },
+      "FILE");
+}
+
+// "detseg convert voc": the subcommands the command line reached, for the --help hint.
+std::string command_path(const CLI::App& app) {
+  std::string path = "detseg";
+  const CLI::App* at = &app;
+  for (;;) {
+    const auto parsed = at->get_subcommands();
+    if (parsed.empty()) return path;
+    at = parsed.front();
+    path += " " + at->get_name();
+  }
+}
+
+// CLI11's error in our words, one line, with the hint where the flags are listed.
+std::string parse_error_line(const CLI::ParseError& e, const CLI::App& app) {
+  const std::string what = e.what(), at = command_path(app);
+  // (By type: get_name() holds a subcommand's name for some of CLI11's errors.)
+  auto is = [&e](auto* type) { return dynamic_cast<decltype(type)>(&e) != nullptr; };
+  std::string subcommands;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    subcommands += (subcommands.empty() ? "" : ", ") + sub->get_name();
+  std::string line;
+  if (is(static_cast<const CLI::RequiredError*>(nullptr)) && what.rfind("A subcommand", 0) == 0) {
+    // An unknown word where the subcommand goes is left over, not an error of its own.
+    const std::vector<std::string> left = app.remaining();
+    if (at == "detseg" && !left.empty() && left.front().rfind('-', 0) != 0)
+      line = left.front() + ": not a subcommand (" + subcommands + ")";
+    else
+      line = at == "detseg" ? "a subcommand is required: " + subcommands : "a subcommand is required";
+  } else if (is(static_cast<const CLI::ExtrasError*>(nullptr))) {
+    const std::string args = what.substr(what.find(": ") + 2);
+    const std::string first = args.substr(0, args.find(' '));
+    if (first.rfind('-', 0) == 0)
+      line = "unknown flag " + args;
+    else if (at == "detseg")
+      line = first + ": not a subcommand (" + subcommands + ")";
+    else
+      line = "unexpected argument" + std::string(args.find(' ') == std::string::npos ? " " : "s ") + args;
+  } else if (is(static_cast<const CLI::ArgumentMismatch*>(nullptr)) && what.find("missing") != std::string::npos) {
+    line = what.substr(0, what.find(':')) + ": needs a value";
+  } else if (is(static_cast<const CLI::ExcludesError*>(nullptr))) {
+    const size_t split = what.find(" excludes ");
+    line = what.substr(0, split) + " and " + what.substr(split + 10) + " exclude each other: give one";
+  } else if (is(static_cast<const CLI::ConversionError*>(nullptr)) && what.rfind("Could not convert: ", 0) == 0) {
+    const std::string rest = what.substr(19);
+    const size_t eq = rest.find(" = ");
+    line = rest.substr(0, eq) + ": cannot read \"" + (eq == std::string::npos ? "" : rest.substr(eq + 3)) + "\"";
+  } else {
+    line = what;  // a sentence of CLI11's ("--config is required"): lower-cased like ours, acronyms kept
+    if (line.size() > 1 && std::islower(static_cast<unsigned char>(line[1])))
+      line[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(line[0])));
+  }
+  return line + "; see `" + at + " --help`";
 }
 
 void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
@@ -42,22 +159,22 @@ int main(int argc, char** argv) {
   int threads = 0;
   bool verbose = false, quiet = false;
   app.add_option("--threads", threads, "Intra-op threads (default 0: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0, 1024));
   app.add_flag("-v,--verbose", verbose, "Debug logging");
   app.add_flag("-q,--quiet", quiet, "Warnings and errors only");
   std::function<int()> run;
 
   TrainArgs train;
   auto* train_app = app.add_subcommand("train", "Train a model from a pipeline config");
-  train_app->add_option("--config", train.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
+  train_app->add_option("--config", train.config, "Pipeline config (YAML)")->required()->check(existing_file());
   train_app->add_option("--model-dir", train.model_dir, "Where checkpoints, logs and the resolved config go")->required();
   add_overrides(train_app, train.overrides);
-  train_app->add_option("--nproc", train.nproc, "Local data-parallel worker processes (default: one per visible GPU when training on the GPU, else 1)")->check(CLI::PositiveNumber);
+  train_app->add_option("--nproc", train.nproc, "Local data-parallel worker processes (default: one per visible GPU when training on the GPU, else 1)")->check(whole_number(1, 1024));
   train_app->callback([&] { run = [&] { return run_train(train); }; });
 
   EvalArgs eval;
   auto* eval_app = app.add_subcommand("eval", "Evaluate a checkpoint: COCO metrics or mIoU, and eval losses");
-  eval_app->add_option("--config", eval.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
+  eval_app->add_option("--config", eval.config, "Pipeline config (YAML)")->required()->check(existing_file());
   auto* ckpt = eval_app->add_option("--checkpoint", eval.checkpoint, "Checkpoint file to evaluate");
   auto* mdir = eval_app->add_option("--model-dir", eval.model_dir, "Evaluate the latest checkpoint in this folder");
   eval_app->add_option("--json", eval.json_out, "Write the metrics (detectors: \"stats\", the 12 COCO numbers; segmenters: mIoU, per-class IoU, pixel accuracy) to this JSON file");
@@ -70,7 +187,8 @@ int main(int argc, char** argv) {
                      "Only write the detections (images without ground truth, e.g. a COCO test-dev image list)");
   eval_app->add_flag("--continuous", eval.continuous, "Evaluate each new checkpoint in --checkpoint-dir once");
   eval_app->add_option("--checkpoint-dir", eval.checkpoint_dir, "Folder watched by --continuous");
-  eval_app->add_option("--wait-interval", eval.wait_interval, "With --continuous: stop after this many seconds with no new checkpoint");
+  eval_app->add_option("--wait-interval", eval.wait_interval, "With --continuous: stop after this many seconds with no new checkpoint")
+      ->check(number_in(0, HUGE_VAL));
   add_overrides(eval_app, eval.overrides);
   ckpt->excludes(mdir);
   eval_app->callback([&] { run = [&] { return run_eval(eval); }; });
@@ -78,12 +196,13 @@ int main(int argc, char** argv) {
   PredictArgs predict;
   auto* predict_app = app.add_subcommand("predict", "Run a checkpoint on images; write detections JSON and drawings (detectors) or colour label maps and overlays (segmenters)");
   predict_app->add_option("--config", predict.config, "Pipeline config (YAML); not needed for an exported TorchScript model")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   predict_app->add_option("--checkpoint", predict.checkpoint, "Checkpoint file, or a model from `detseg export --format torchscript`")
       ->required();
   predict_app->add_option("--input", predict.input, "An image or a folder of images")->required();
   predict_app->add_option("--output", predict.output, "Output folder")->required();
-  predict_app->add_option("--score-threshold", predict.score_threshold, "Draw detections scoring at least this");
+  predict_app->add_option("--score-threshold", predict.score_threshold, "Draw detections scoring at least this")
+      ->check(number_in(0, 1));
   add_overrides(predict_app, predict.overrides);
   predict_app->callback([&] { run = [&] { return run_predict(predict); }; });
 
@@ -91,8 +210,11 @@ int main(int argc, char** argv) {
   auto* coco_app = app.add_subcommand("coco-eval", "COCO metrics of a results JSON against ground truth (pycocotools' numbers)");
   coco_app->add_option("--gt", coco.gt, "Ground truth: COCO instances JSON")->required();
   coco_app->add_option("--dt", coco.dt, "Detections: COCO results JSON")->required();
-  coco_app->add_option("--iou-type", coco.iou_type, "bbox or segm")->check(CLI::IsMember({"bbox", "segm"}));
+  coco_app->add_option("--iou-type", coco.iou_type, "bbox or segm")->check(one_of({"bbox", "segm"}));
   coco_app->add_option("--json", coco.json_out, "Write \"stats\" (12 numbers) and per-category AP to this file");
+  coco_app->add_option("--images", coco.images,
+                       "Check the detections' image ids against this table of ids and file names (predict's images.json)")
+      ->check(existing_file());
   coco_app->add_flag("--per-class", coco.per_class, "Print a per-category AP table");
   coco_app->add_flag("--class-agnostic", coco.class_agnostic, "Ignore categories when matching (useCats=0)");
   coco_app->callback([&] { run = [&] { return run_coco_eval(coco); }; });
@@ -115,13 +237,13 @@ int main(int argc, char** argv) {
 
   ExportArgs exp;
   auto* export_app = app.add_subcommand("export", "Export a checkpoint: TorchScript or ONNX (the traced network, for other runtimes and `predict`), or safetensors weights (torchvision's names)");
-  export_app->add_option("--config", exp.config, "Pipeline config (YAML)")->required()->check(CLI::ExistingFile);
+  export_app->add_option("--config", exp.config, "Pipeline config (YAML)")->required()->check(existing_file());
   export_app->add_option("--checkpoint", exp.checkpoint, "Checkpoint to export (its EMA weights when it has them)")->required();
   export_app->add_option("--format", exp.format, "torchscript | onnx | safetensors")
-      ->check(CLI::IsMember({"torchscript", "onnx", "safetensors"}));
+      ->check(one_of({"torchscript", "onnx", "safetensors"}));
   export_app->add_option("-o,--output", exp.output, "Output file")->required();
-  export_app->add_option("--height", exp.height, "Traced input height (default: the model's input size)")->check(CLI::PositiveNumber);
-  export_app->add_option("--width", exp.width, "Traced input width (default: the model's input size)")->check(CLI::PositiveNumber);
+  export_app->add_option("--height", exp.height, "Traced input height (default: the model's input size)")->check(whole_number(1));
+  export_app->add_option("--width", exp.width, "Traced input width (default: the model's input size)")->check(whole_number(1));
   add_overrides(export_app, exp.overrides);
   export_app->callback([&] { run = [&] { return run_export(exp); }; });
 
@@ -129,8 +251,8 @@ int main(int argc, char** argv) {
   auto* plot_app = app.add_subcommand("plot", "Render a run's loss, learning-rate and AP curves to PNG");
   plot_app->add_option("RUN_DIR", plot.run_dir, "Model dir holding metrics.jsonl (and eval/metrics.jsonl)")->required();
   plot_app->add_option("--out", plot.out_dir, "Output folder (default: RUN_DIR/plots)");
-  plot_app->add_option("--width", plot.width, "Chart width in pixels")->check(CLI::Range(200, 8000));
-  plot_app->add_option("--height", plot.height, "Chart height in pixels")->check(CLI::Range(150, 8000));
+  plot_app->add_option("--width", plot.width, "Chart width in pixels")->check(whole_number(200, 8000));
+  plot_app->add_option("--height", plot.height, "Chart height in pixels")->check(whole_number(150, 8000));
   plot_app->callback([&] { run = [&] { return run_plot(plot); }; });
 
   FetchArgs fetch;
@@ -141,9 +263,18 @@ int main(int argc, char** argv) {
   fetch_app->add_option("--sha256", fetch.sha256,
                         "SHA-256 or its first 8+ hex digits (default: the -<hex>. in a torchvision file name)");
   fetch_app->add_option("--config", fetch.config, "Fetch this config's model.pretrained instead")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   fetch_app->add_option("--set", fetch.overrides, "With --config: override a config key (repeatable)");
   fetch_app->callback([&] { run = [&] { return run_fetch(fetch); }; });
+
+  CheckDataArgs check;
+  auto* check_app = app.add_subcommand(
+      "check-data", "Read every image and annotation of the config's inputs once and list every problem: missing, "
+                    "undecodable or damaged images, sizes that disagree with the annotations (EXIF orientation "
+                    "included), boxes outside their image; exit 1 when the config's policies would stop on one");
+  check_app->add_option("--config", check.config, "Pipeline config (YAML)")->required()->check(existing_file());
+  add_overrides(check_app, check.overrides);
+  check_app->callback([&] { run = [&] { return run_check_data(check); }; });
 
   InfoArgs info;
   auto* info_app = app.add_subcommand("info", "Print versions, thread count, BLAS and CUDA availability");
@@ -156,9 +287,14 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e) == 0 ? 0 : 2;
+  } catch (const CLI::ParseError& e) {
+    report_failure("detseg: error: " + parse_error_line(e, app));
+    return 2;
   }
+  // "train", "convert voc": which command ran out of memory, when one does.
+  const std::string path = command_path(app), command = path.substr(std::min<size_t>(path.size(), 7));
   if (verbose) set_log_level(LogLevel::kDebug);
   if (quiet) set_log_level(LogLevel::kWarn);
   try {
@@ -174,9 +310,15 @@ int main(int argc, char** argv) {
     report_failure(str("detseg: error: ", e.what()));
     return 1;
   } catch (const std::bad_alloc&) {
-    report_failure("detseg: error: out of memory");
+    report_failure(str("detseg: error: ", command, ": out of memory"));
     return 1;
   } catch (const std::exception& e) {
+    // An allocation that failed (LibTorch's CPU or CUDA allocator, detseg's guard): its size, in
+    // our words.
+    if (const std::string oom = out_of_memory_text(e.what()); !oom.empty()) {
+      report_failure(str("detseg: error: ", command, ": ", oom));
+      return 1;
+    }
     // Not one of detseg's own errors: a library's (LibTorch's carry a C++ backtrace). Its first
     // line is the useful part; the rest is for developers (--verbose shows it).
     std::string what = e.what();

@@ -110,6 +110,16 @@ def voc_seeds(out, shared):
           "item {\n  id: 3\n  name: 'Platelets'\n}\n")
 
 
+def alias_bomb(flow=False, levels=9):
+    """"Billion laughs": each anchor a list of 9 aliases of the one before (9^9 nodes in 300 bytes)."""
+    names = "abcdefghijklmnopqrstuvwxyz"[:levels]
+    lists = ["&a [" + ",".join("x" * 9) + "]"]
+    lists += ["&%s [%s]" % (n, ",".join(["*" + names[i]] * 9)) for i, n in enumerate(names[1:])]
+    if flow:
+        return "[" + ", ".join(lists) + "]"
+    return "".join("%s: %s\n" % (n, body) for n, body in zip(names, lists))
+
+
 def config_seeds(out, root):
     folder = os.path.join(root, "configs/demo")
     overrides = ["train.batch_size=8\ntrain_input.void_values=[11]",
@@ -119,6 +129,14 @@ def config_seeds(out, root):
         text = open(os.path.join(folder, name)).read()
         write(out, "config_yaml", name, text)
         write(out, "config_yaml", name + ".set", text + SEP + overrides[i % len(overrides)])
+    # Hostile shapes (kept small: max_len is 8 kB): aliases that expand past kMaxYamlNodes, in the
+    # file and in a --set value, and a long list (the size limit itself is a test in
+    # tests/config/test_config_limits.cpp: a 1 MiB seed would only slow every mutation down).
+    write(out, "config_yaml", "alias_bomb.yaml", alias_bomb())
+    write(out, "config_yaml", "alias_bomb_in_set.yaml",
+          "model: {num_classes: 3}\n" + SEP + "model.pixel_mean=" + alias_bomb(flow=True))
+    write(out, "config_yaml", "long_list.yaml",
+          "model:\n  num_classes: 3\n  aspect_ratios:\n" + "    - 1.0\n" * 700)
     # Every key of the config as a dictionary entry (from the one declaration in config.cpp).
     source = open(os.path.join(root, "detseg/config/config.cpp")).read()
     keys = sorted(set(re.findall(r'v\.(?:field|section)\("([a-z0-9_]+)"', source)))
@@ -158,13 +176,40 @@ def bmp(width, height):
     return header + info + pixels
 
 
+def exif_tiff(orientation, big_endian):
+    """A TIFF header with one IFD entry: Orientation (0x0112, SHORT)."""
+    e = ">" if big_endian else "<"
+    return (b"MM\x00*" if big_endian else b"II*\x00") + struct.pack(e + "IHHHIHHI", 8, 1, 0x0112, 3, 1, orientation, 0, 0)
+
+
+def jpeg_with_exif(jpeg, orientation, big_endian):
+    payload = b"Exif\x00\x00" + exif_tiff(orientation, big_endian)
+    return jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + jpeg[2:]
+
+
+def png_with_chunk(data, kind, body):
+    """`body` as a `kind` chunk right after the IHDR chunk (8 + 25 bytes)."""
+    chunk = struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    return data[:33] + chunk + data[33:]
+
+
 def image_seeds(out, shared):
     folder = os.path.join(shared, "data/bccd/BCCD/JPEGImages")
     by_size = sorted(os.listdir(folder), key=lambda n: os.path.getsize(os.path.join(folder, n)))
     for n in by_size[:2]:
         write(out, "image", n, open(os.path.join(folder, n), "rb").read())
+    # EXIF orientation in both byte orders (image_header.cpp's parser, the turn), the end marker
+    # missing (decoded whole, with a warning) and the data cut short (grey rows, or refused).
+    jpeg = open(os.path.join(folder, by_size[0]), "rb").read()
+    write(out, "image", "exif6_le.jpg", jpeg_with_exif(jpeg, 6, False))
+    write(out, "image", "exif8_be.jpg", jpeg_with_exif(jpeg, 8, True))
+    write(out, "image", "no_end_marker.jpg", jpeg[:-2])
+    write(out, "image", "cut_short.jpg", jpeg[:len(jpeg) * 15 // 16])
     rgb = [bytes((x * 40 + y * 7 + c * 90) % 256 for x in range(6) for c in range(3)) for y in range(4)]
     write(out, "image", "rgb.png", png(6, 4, 8, 2, rgb))
+    write(out, "image", "exif5.png", png_with_chunk(png(6, 4, 8, 2, rgb), b"eXIf", exif_tiff(5, True)))
+    write(out, "image", "trns_before_plte.png",
+          png_with_chunk(png(4, 2, 8, 3, [b"\x00\x01\x02\x03"] * 2, bytes(range(12))), b"tRNS", b"\x00\x80"))
     write(out, "image", "rgba16.png", png(2, 2, 16, 6, [b"\x00\x01" * 8] * 2))
     write(out, "image", "gray_alpha.png", png(3, 2, 8, 4, [b"\x10\xff" * 3] * 2))
     write(out, "image", "bottom_up.bmp", bmp(5, 3))

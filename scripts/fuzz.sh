@@ -75,6 +75,8 @@ run_harness() {
   cat ${dicts[$h]} > "$dict"
   log=$build/logs/$h.log
   mkdir -p "$build/logs" "$build/corpus/$h" "$build/crashes/$h"
+  # -timeout: an input still running after 10 s is a finding (a hang: a YAML alias bomb walked
+  # for hours), in the reproducers' replay as in fuzzing; -rss_limit_mb: so is a 2 GB appetite.
   common=(-max_len="${max_len[$h]}" -rss_limit_mb=2048 -timeout=10 -dict="$dict" -close_fd_mask=1
           -artifact_prefix="$build/crashes/$h/" -print_final_stats=1)
 

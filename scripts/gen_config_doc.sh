@@ -13,7 +13,11 @@ out-of-range values are errors naming the file, line and key. `--set a.b.c=value
 key (value in YAML syntax: `--set model.aspect_ratios=[1.0,2.0]`). This table is generated:
 `detseg info --config-keys`.
 A key given with no value (`batch_size:`), a repeated key and an empty or over-long list are errors
-too; remove a key to keep its default.
+too; remove a key to keep its default. An error a `--set` value causes names that `--set`
+(`--set train.batch_size=four: train.batch_size: expected an integer ...`), also when it breaks a
+rule between keys. Every YAML detseg reads (a config, its `_base_` files, a `--set` value, a YOLO
+data.yaml) is refused in one line when it is over 1 MiB (checked before reading) or when its aliases
+expand to more than 1,000,000 nodes (an alias bomb); a config is a few kB.
 
 ## Inheriting: `_base_`
 

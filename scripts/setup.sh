@@ -17,7 +17,7 @@ peers=(torchvision==0.26.0 pycocotools==2.0.11 faster-coco-eval==1.8.0 onnx onnx
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config python3-venv
-  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libpng-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libpng-dev libjpeg62-turbo-dev
   libyaml-cpp-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libtinyxml2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang llvm libclang-rt-dev  # the sanitizer build and libFuzzer (scripts/sanitize.sh, scripts/fuzz.sh)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: sets everything up on a fresh Debian 12 machine, builds, runs every test.
 #   scripts/test.sh [ctest args...]     e.g. scripts/test.sh -R Coco
-# Without ctest arguments it then runs the hostile-input checks (docs/fuzzing.md): the torch-free
+# Without ctest arguments it then runs the tests that train or compare numbers under two other
+# CPUs' kernel sets (scripts/test_kernel_sets.sh), and the hostile-input checks (docs/fuzzing.md): the torch-free
 # code's tests under ASan+UBSan, and a short run of every torch-free fuzz harness (its saved
 # reproducers, its seeds, 20 s of fuzzing, one harness per core); together a few minutes on 2
 # cores.
@@ -11,6 +12,7 @@ bash scripts/setup.sh --peers
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@")
 if (($# == 0)); then
+  bash scripts/test_kernel_sets.sh  # the numerically sensitive tests again, under two other CPUs' kernels
   bash scripts/sanitize.sh
   bash scripts/fuzz.sh --seconds 20 --jobs "$(nproc)"
 fi

@@ -3,9 +3,11 @@
 // Segmenter (a class id per pixel). Either loads a checkpoint with its config, or a model written
 // by `detseg export --format torchscript` (which carries its config), and runs on a cv::Mat or an
 // image tensor with the same preprocessing and postprocessing as `detseg predict`.
+// detseg::read_image_bgr (data/image_codec.h) decodes a file as predict does: upright by its EXIF
+// orientation (cv::imread's default IMREAD_COLOR turns JPEGs and PNGs the same way).
 //
 //   detseg::Detector detector("model.pt");
-//   for (const detseg::Detection& d : detector.detect(cv::imread("cells.jpg")))
+//   for (const detseg::Detection& d : detector.detect(detseg::read_image_bgr("cells.jpg")))
 //     std::printf("%s %.2f at %.0f,%.0f\n", d.class_name.c_str(), d.score, d.x1, d.y1);
 //
 // Errors (a missing file, a config mistake, an image it cannot use) throw detseg::Error (core/error.h)

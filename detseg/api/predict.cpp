@@ -5,12 +5,15 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <unordered_map>
 
 #include "detseg/api/inference.h"
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/core/json.h"
 #include "detseg/core/log.h"
 #include "detseg/core/progress.h"
 #include "detseg/core/stop_signal.h"
@@ -32,36 +35,138 @@ void stop_if_interrupted(int64_t done, size_t total, const std::string& json_pat
                                   " images; ", json_path, " lists those"));
 }
 
+// The images to predict, sorted: `input` itself, or the .jpg/.jpeg/.png files directly in it.
 std::vector<std::string> list_images(const std::string& input) {
-  DETSEG_CHECK(fs::exists(input), input, ": no such image or folder");
-  if (!fs::is_directory(input)) return {input};
+  std::error_code error;
+  const fs::file_status status = fs::status(input, error);
+  DETSEG_CHECK(status.type() != fs::file_type::not_found, input, ": no such image or folder");
+  DETSEG_CHECK(!error, input, ": cannot be read: ", error.value() == ELOOP ? "a symlink loop" : error.message());
+  if (status.type() != fs::file_type::directory) return {input};
   std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(input)) {
-    std::string ext = entry.path().extension().string();
+  fs::directory_iterator it(input, error);
+  DETSEG_CHECK(!error, input, ": cannot list this folder: ", error.message());
+  for (; it != fs::directory_iterator(); it.increment(error)) {
+    DETSEG_CHECK(!error, input, ": cannot list this folder: ", error.message());
+    const fs::path& path = it->path();
+    std::string ext = path.extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-    if (entry.is_regular_file() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png")) files.push_back(entry.path().string());
+    if (ext != ".jpg" && ext != ".jpeg" && ext != ".png") continue;
+    const bool regular = it->is_regular_file(error);
+    // A symlink that leads nowhere or back to itself: the image the user meant is not there.
+    DETSEG_CHECK(!error, path.string(), ": ",
+                 error.value() == ELOOP ? "a symlink loop (the link leads back to itself)" : error.message());
+    if (regular) files.push_back(path.string());
   }
   std::sort(files.begin(), files.end());
   DETSEG_CHECK(!files.empty(), input, ": no .jpg, .jpeg or .png images in this folder");
   return files;
 }
 
-// Image ids as the data set numbers them: eval_input's COCO file, when the config has one, maps
-// each file name to its id, so detections.json is a COCO results file for that data set. Images not
-// in it (or without such a file) are numbered 0, 1, ... in the order predicted.
-std::unordered_map<std::string, int64_t> dataset_image_ids(const PipelineConfig& config) {
-  std::unordered_map<std::string, int64_t> ids;
-  const InputConfig& input = config.eval_input;
-  if (input.format != "coco" || input.annotations.empty() || !file_exists(input.annotations)) return ids;
-  for (const CocoImage& image : read_coco(input.annotations).images)
-    ids.emplace(fs::path(image.file_name).filename().string(), image.id);
-  log_info("image ids from ", input.annotations, " (", ids.size(), " images)");
-  return ids;
+// A file name as JSON text can hold it: valid UTF-8 as it is, and each byte that is not part of
+// valid UTF-8 as the four characters \xHH (docs/cli.md), so no image loses its entry.
+std::string json_file_name(const std::string& name) {
+  if (is_valid_utf8(name)) return name;
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    size_t len = 1;
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0xC0) len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    if (c >= 0x80 && i + len <= name.size() && is_valid_utf8(std::string_view(name).substr(i, len))) {
+      out.append(name, i, len);
+      i += len;
+    } else if (c >= 0x80) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02X", c);
+      out += escaped;
+      ++i;
+    } else {
+      out += name[i++];
+    }
+  }
+  return out;
 }
 
-int64_t image_id_of(const std::unordered_map<std::string, int64_t>& ids, const std::string& path, int64_t index) {
-  auto it = ids.find(fs::path(path).filename().string());
-  return it == ids.end() ? index : it->second;
+// Image ids: eval_input's COCO file, when the config has one, gives each of its images' file name
+// its id, so detections.json is a COCO results file for that data set. Every other image gets an
+// id above the file's largest (1, 2, ... without a file): ids never collide. images.json lists
+// them all (a COCO `images` list), the table `detseg coco-eval --images` checks.
+class ImageIds {
+ public:
+  explicit ImageIds(const PipelineConfig& config) {
+    const InputConfig& input = config.eval_input;
+    if (input.format != "coco" || input.annotations.empty() || !file_exists(input.annotations)) return;
+    annotations_ = input.annotations;
+    std::unordered_map<std::string, int> seen;
+    for (const CocoImage& image : read_coco(input.annotations).images) {
+      const std::string name = fs::path(image.file_name).filename().string();
+      if (++seen[name] == 1) ids_.emplace(name, image.id);
+      next_ = std::max(next_, image.id + 1);
+    }
+    // Two images of one file name (in different subfolders): a predicted file of that name could be
+    // either, so it gets a fresh id instead of a guess.
+    for (const auto& [name, count] : seen)
+      if (count > 1) {
+        ids_.erase(name);
+        log_warn(input.annotations, ": ", count, " images are named ", name, "; a predicted ", name,
+                 " gets an id of its own");
+      }
+    log_info("image ids from ", input.annotations, " (", ids_.size(), " images)");
+  }
+  const std::string& annotations() const { return annotations_; }
+  int64_t id_of(const std::string& path) {
+    const auto it = ids_.find(fs::path(path).filename().string());
+    return it == ids_.end() ? next_++ : it->second;
+  }
+
+ private:
+  std::string annotations_;
+  std::unordered_map<std::string, int64_t> ids_;
+  int64_t next_ = 1;
+};
+
+// The picture drawn for input `path`: the input's whole file name plus `suffix`, so a.jpg and a.png
+// of one folder draw to a.jpg.png and a.png.png.
+std::string output_path(const PredictOptions& options, const std::string& path, const std::string& suffix) {
+  return (fs::path(options.output) / fs::path(path).filename()).string() + suffix;
+}
+
+// Refuses outputs that would replace an input, before the model is loaded.
+void check_outputs(const PipelineConfig& config, const PredictOptions& options, const std::vector<std::string>& images,
+                   const std::vector<std::string>& json_files, const std::vector<std::string>& suffixes) {
+  std::vector<CommandInput> inputs = {{options.checkpoint, "the checkpoint given by --checkpoint"}};
+  for (const std::string& file : config.files)
+    inputs.push_back({file, file == config.source ? "the config given by --config" : "a _base_ file of the config"});
+  if (!config.eval_input.annotations.empty())
+    inputs.push_back({config.eval_input.annotations, "eval_input's annotation file (the image ids)"});
+  const bool folder = is_directory(options.input);
+  if (folder) {
+    DETSEG_CONFIG_CHECK(!same_file(options.output, options.input), "--output ", options.output,
+                        ": is the image folder given by --input; the pictures would be written among the images "
+                        "(and read as images by the next run); choose another folder");
+  }
+  for (const std::string& image : images)
+    inputs.push_back({image, folder ? "an image of the folder given by --input" : "the image given by --input"});
+  check_output_is_not_an_input(options.output, "--output", inputs);
+  DETSEG_CONFIG_CHECK(!file_exists(options.output) || is_directory(options.output), "--output ", options.output,
+                      ": is a file; give a folder");
+  std::vector<std::string> outputs;
+  for (const std::string& name : json_files) outputs.push_back((fs::path(options.output) / name).string());
+  for (const std::string& image : images)
+    for (const std::string& suffix : suffixes) outputs.push_back(output_path(options, image, suffix));
+  check_outputs_are_not_inputs(outputs, "--output", inputs);
+}
+
+// File names are escaped already; a class name that is not UTF-8 (from a label-map text file)
+// becomes U+FFFD rather than costing every image its detections.
+std::string dump_json(const nlohmann::json& value) {
+  return value.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+// images.json: the id, file name and size of every image predicted (a COCO `images` list).
+void write_image_table(const PredictOptions& options, const nlohmann::json& images, const std::string& annotations) {
+  nlohmann::json table = {{"images", images}};
+  if (!annotations.empty()) table["ids_from"] = annotations;
+  write_file_atomic((fs::path(options.output) / "images.json").string(), dump_json(table));
 }
 
 void write_png(const std::string& path, const cv::Mat& image) {
@@ -70,35 +175,40 @@ void write_png(const std::string& path, const cv::Mat& image) {
   write_file_atomic(path, std::string(png.begin(), png.end()));
 }
 
-// Segmenters: <stem>.png colour label map, <stem>_overlay.png on the photo, <stem>_labels.png
-// class ids (single channel), and segmentation.json with each image's class pixel fractions.
+// Segmenters: <file name>.png colour label map, <file name>_overlay.png on the photo,
+// <file name>_labels.png class ids (single channel), and segmentation.json with each image's class
+// pixel fractions.
 int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions& options) {
+  std::vector<std::string> images = list_images(options.input);
+  check_outputs(config, options, images, {"segmentation.json", "images.json"}, {".png", "_overlay.png", "_labels.png"});
   const Segmenter segmenter(options.checkpoint, config);
   const std::vector<std::string>& names = segmenter.class_names();
   const int64_t num_classes = segmenter.num_classes();
-  std::vector<std::string> images = list_images(options.input);
-  const std::unordered_map<std::string, int64_t> image_ids = dataset_image_ids(config);
+  ImageIds image_ids(config);
   make_directories(options.output);
-  nlohmann::json all = nlohmann::json::array();
+  nlohmann::json all = nlohmann::json::array(), table = nlohmann::json::array();
   int64_t index = 0;
   Progress progress("predict", 0, static_cast<int64_t>(images.size()), "img/s");
   for (const std::string& path : images) {
     if (stop_signal()) break;  // keep what is done: the JSON below lists the images so far
-    const at::Tensor labels = segmenter.segment(read_image(path));
+    const cv::Mat image = read_image_bgr(path);  // decoded once, upright: the model's input is what is drawn on
+    const at::Tensor labels = segmenter.segment(rgb_tensor_from_bgr(image));
     const at::Tensor counts = at::bincount(labels.reshape({-1}), {}, num_classes).to(at::kDouble);
     nlohmann::json fractions = nlohmann::json::object();
     for (int64_t k = 0; k < num_classes; ++k) {
       const double f = counts[k].item<double>() / static_cast<double>(labels.numel());
       if (f > 0) fractions[k < static_cast<int64_t>(names.size()) ? names[k] : std::to_string(k)] = f;
     }
-    const std::string stem = (fs::path(options.output) / fs::path(path).stem()).string();
-    all.push_back({{"file_name", fs::path(path).filename().string()}, {"image_id", image_id_of(image_ids, path, index)},
-                   {"label_map", fs::path(stem + "_labels.png").filename().string()}, {"class_fractions", fractions}});
+    const std::string stem = output_path(options, path, "");
+    const std::string file_name = json_file_name(fs::path(path).filename().string());
+    const int64_t image_id = image_ids.id_of(path);
+    all.push_back({{"file_name", file_name}, {"image_id", image_id},
+                   {"label_map", json_file_name(fs::path(stem + "_labels.png").filename().string())},
+                   {"class_fractions", fractions}});
+    table.push_back({{"id", image_id}, {"file_name", file_name}, {"width", labels.size(1)}, {"height", labels.size(0)}});
     const cv::Mat colour = colorize_label_map(labels);
-    cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);
-    DETSEG_CHECK(!bgr.empty(), path, ": cannot decode for drawing");
     write_png(stem + ".png", colour);
-    write_png(stem + "_overlay.png", overlay_label_map(bgr, colour, 0.5));
+    write_png(stem + "_overlay.png", overlay_label_map(image, colour, 0.5));
     const at::Tensor ids = labels.clamp(0, 255).to(at::kByte).contiguous();
     write_png(stem + "_labels.png", cv::Mat(static_cast<int>(ids.size(0)), static_cast<int>(ids.size(1)), CV_8UC1,
                                             ids.data_ptr<uint8_t>()).clone());
@@ -107,7 +217,8 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
     progress.report(index);
   }
   const std::string json_path = (fs::path(options.output) / "segmentation.json").string();
-  write_file_atomic(json_path, all.dump(1) + "\n");
+  write_file_atomic(json_path, dump_json(all));
+  write_image_table(options, table, image_ids.annotations());
   stop_if_interrupted(index, images.size(), json_path);
   return index;
 }
@@ -116,23 +227,29 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
 
 int64_t predict_images(const PipelineConfig& config, const PredictOptions& options) {
   // (The image-size limit is set where Detector/Segmenter load the model.)
+  DETSEG_CONFIG_CHECK(options.score_threshold >= 0 && options.score_threshold <= 1,
+                      "predict: the score threshold is a number in [0, 1], got ", options.score_threshold);
   if (is_segmentation_model(config)) return predict_segmentation(config, options);
-  const Detector detector(options.checkpoint, config);
   std::vector<std::string> images = list_images(options.input);
-  const std::unordered_map<std::string, int64_t> image_ids = dataset_image_ids(config);
+  check_outputs(config, options, images, {"detections.json", "images.json"}, {".png"});
+  const Detector detector(options.checkpoint, config);
+  ImageIds image_ids(config);
   make_directories(options.output);
 
-  nlohmann::json all = nlohmann::json::array();
+  nlohmann::json all = nlohmann::json::array(), table = nlohmann::json::array();
   int64_t index = 0;
   Progress progress("predict", 0, static_cast<int64_t>(images.size()), "img/s");
   for (const std::string& path : images) {
     if (stop_signal()) break;  // keep what is done: the JSON below lists the images so far
-    const std::vector<Detection> detections = detector.detect(read_image(path));
+    const cv::Mat image = read_image_bgr(path);  // decoded once, upright: the model's input is what is drawn on
+    const std::vector<Detection> detections = detector.detect(rgb_tensor_from_bgr(image));
     std::vector<DrawnBox> drawn;
     std::vector<DrawnMask> drawn_masks;
+    const std::string file_name = json_file_name(fs::path(path).filename().string());
+    const int64_t image_id = image_ids.id_of(path);
     for (const Detection& d : detections) {
-      all.push_back({{"file_name", fs::path(path).filename().string()},
-                     {"image_id", image_id_of(image_ids, path, index)},
+      all.push_back({{"file_name", file_name},
+                     {"image_id", image_id},
                      {"category_id", d.category_id},
                      {"category_name", d.class_name},
                      {"bbox", {d.x1, d.y1, d.x2 - d.x1, d.y2 - d.y1}},
@@ -145,11 +262,11 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
       }
       if (d.score >= options.score_threshold) drawn.push_back({d.x1, d.y1, d.x2, d.y2, d.label, d.score, d.class_name});
     }
-    cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);
-    DETSEG_CHECK(!bgr.empty(), path, ": cannot decode for drawing");
+    cv::Mat bgr = image.clone();
+    table.push_back({{"id", image_id}, {"file_name", file_name}, {"width", bgr.cols}, {"height", bgr.rows}});
     draw_masks(bgr, drawn_masks);
     draw_boxes(bgr, drawn);
-    std::string out_png = (fs::path(options.output) / fs::path(path).stem()).string() + ".png";
+    const std::string out_png = output_path(options, path, ".png");
     write_png(out_png, bgr);
     log_debug(path, ": ", detections.size(), " detections, ", drawn.size(), " drawn (score >= ", options.score_threshold,
               ") -> ", out_png);
@@ -157,7 +274,8 @@ int64_t predict_images(const PipelineConfig& config, const PredictOptions& optio
     progress.report(index);
   }
   const std::string json_path = (fs::path(options.output) / "detections.json").string();
-  write_file_atomic(json_path, all.dump(1) + "\n");
+  write_file_atomic(json_path, dump_json(all));
+  write_image_table(options, table, image_ids.annotations());
   stop_if_interrupted(index, images.size(), json_path);
   return index;
 }

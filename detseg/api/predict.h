@@ -12,7 +12,9 @@ namespace detseg {
 struct PredictOptions {
   std::string checkpoint;
   std::string input;   // an image file or a folder of .jpg/.jpeg/.png
-  std::string output;  // folder: detections.json / segmentation.json and <image>*.png pictures
+  // Folder: detections.json / segmentation.json, images.json (each image's id) and the pictures,
+  // named after the input's whole file name (a.jpg -> a.jpg.png), so no two inputs share one.
+  std::string output;
   double score_threshold = 0.3;  // drawing threshold; the JSON keeps every detection
 };
 

@@ -14,6 +14,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/core/yaml.h"
 #include "detseg/hub/sha256.h"
 #include "detseg/hub/weights_cache.h"
 
@@ -71,9 +72,17 @@ void visit_input(V& v, InputConfig& c) {
   v.field("split", c.split, any(),
           "VOC: use ImageSets/Main/<split>.txt; YOLO: the data.yaml key of the images (default: train for "
           "train_input, val for eval_input)");
-  v.field("label_map", c.label_map, path(), "Optional class-name file, one name per line");
+  v.field("label_map", c.label_map, path(),
+          "Class names in label order (one per line, `id name` lines, or an OD API .pbtxt): orders the classes, "
+          "renames a COCO category by id, refuses a class it does not list (docs/data.md)");
   v.field("box_policy", c.box_policy, one_of({"clip", "drop"}),
           "Boxes outside the image are clipped or dropped; degenerate boxes are always dropped and counted");
+  v.field("bad_images", c.bad_images, one_of({"stop", "skip"}),
+          "An image that cannot be used (missing, not an image, corrupt, a JPEG with over 5% of its rows lost): "
+          "stop with its name, or skip it (left out, each named in a warning and all listed at the end); the same "
+          "in training and evaluation. `detseg check-data` lists them all");
+  v.field("require_boxes", c.require_boxes, any(),
+          "Training: refuse a set in which no box is usable (false: train on background alone)");
   v.field("hflip", c.hflip, any(), "Random horizontal flip (training)");
   v.field("scale_min", c.scale_min, range(0.05, 10), "Random scale jitter, lower bound (1.0: off)");
   v.field("scale_max", c.scale_max, range(0.05, 10), "Random scale jitter, upper bound");
@@ -342,6 +351,11 @@ void visit_fine_tune(V& v, FineTuneOptions& c) {
           "detection: load every variable (true) or only the backbone (false, the reference's default)");
   v.field("skip_missing", c.skip_missing, any(), "Skip variables the checkpoint lacks instead of failing");
   v.field("skip_mismatched", c.skip_mismatched, any(), "Skip variables whose shape differs instead of failing");
+  v.field("classes", c.classes, one_of({"match", "drop"}),
+          "When the checkpoint's class layers are loaded: match (the data's classes are the checkpoint's, any order, "
+          "matched by name) or drop (the class layers start afresh)");
+  v.field("class_map", c.class_map, any(),
+          "Class renames ours=theirs applied before matching by name (e.g. car=vehicle)");
 }
 
 template <class V>
@@ -421,6 +435,8 @@ void visit_config(V& v, PipelineConfig& c) {
 // Which file each key path ("train.batch_size", or a whole section "train") was read from, when it
 // is not the config file itself (keys inherited through _base_).
 using KeyOrigins = std::map<std::string, std::string>;
+// The key paths given by --set, each with its whole "key=value" text (the last one of a key wins).
+using Overrides = std::map<std::string, std::string>;
 
 std::string quoted(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
@@ -507,7 +523,7 @@ std::string format_gradient_multiplier(const GradientMultiplier& m) {
 
 class Reader {
  public:
-  Reader(YAML::Node root, std::string source, std::set<std::string> overridden, KeyOrigins origins)
+  Reader(YAML::Node root, std::string source, Overrides overridden, KeyOrigins origins)
       : source_(std::move(source)), overridden_(std::move(overridden)), origins_(std::move(origins)) {
     stack_.push_back(Level{root, ""});
     check_mapping(root, "the top level");
@@ -590,8 +606,20 @@ class Reader {
   }
 
   std::string where(const YAML::Node& node, const std::string& path) const {
-    if (overridden_.count(path)) return "--set " + path + ": ";
+    if (const std::string* set = override_of(path)) return "--set " + *set + ": ";
     return location(file_of(path), node.Mark().line >= 0 ? node.Mark().line + 1 : 0);
+  }
+
+  // The --set text ("key=value") that gave `path` its value: one for the key itself, or for a
+  // section or list above it ("model.pixel_mean[0]" from --set model.pixel_mean=[...]).
+  const std::string* override_of(std::string path) const {
+    for (;;) {
+      auto it = overridden_.find(path);
+      if (it != overridden_.end()) return &it->second;
+      const size_t cut = path.find_last_of(".[");
+      if (cut == std::string::npos) return nullptr;
+      path.resize(cut);
+    }
   }
 
   // The file a key came from (with _base_, a key may come from a base config): the entry for the
@@ -626,7 +654,8 @@ class Reader {
 
   void check_range(const YAML::Node& node, const std::string& path, double x, const Check& check,
                    const char* kind) const {
-    if (x < check.min || x > check.max) fail(node, path, std::string(kind) + describe_range(check));
+    // Written so that NaN (which compares false both ways) fails too.
+    if (!(x >= check.min && x <= check.max)) fail(node, path, std::string(kind) + describe_range(check));
   }
 
   void read(const YAML::Node& node, const std::string& path, int64_t& out, const Check& check) const {
@@ -661,7 +690,7 @@ class Reader {
       if (!ok) fail(node, path, "one of " + choices(check.one_of));
     }
     if (check.accepts && !out.empty() && !check.accepts(out)) fail(node, path, check.expected);
-    if (check.is_path && !out.empty() && !overridden_.count(path) && !(check.url_ok && is_url(out)) &&
+    if (check.is_path && !out.empty() && !override_of(path) && !(check.url_ok && is_url(out)) &&
         std::filesystem::path(out).is_relative()) {
       std::string dir = std::filesystem::path(file_of(path)).parent_path().string();
       out = (std::filesystem::path(dir.empty() ? "." : dir) / out).lexically_normal().string();
@@ -694,7 +723,7 @@ class Reader {
   }
 
   std::string source_;
-  std::set<std::string> overridden_;
+  Overrides overridden_;
   KeyOrigins origins_;
   std::vector<Level> stack_;
 };
@@ -809,17 +838,21 @@ class Documenter {
 };
 
 // Applies "a.b.c=value" onto the tree, creating mappings on the way.
-void apply_override(YAML::Node root, const std::string& text, std::set<std::string>& overridden) {
+void apply_override(YAML::Node root, const std::string& text, Overrides& overridden) {
   auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("--set " + text + ": expected key.path=value");
   std::string key = text.substr(0, eq);
+  // The value is YAML too: the same bounds as a config file.
+  const std::string source = "--set " + text;
+  check_yaml_size(static_cast<int64_t>(text.size() - eq - 1), source, YamlErrorKind::kConfig);
   YAML::Node value;
   try {
     value = YAML::Load(text.substr(eq + 1));
   } catch (const YAML::Exception& e) {
-    throw ConfigError("--set " + text + ": malformed value: " + e.msg);
+    throw ConfigError(source + ": malformed value: " + e.msg);
   }
+  check_yaml_expansion(value, source, YamlErrorKind::kConfig);
   std::vector<std::string> parts;
   std::stringstream ss(key);
   for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
@@ -830,7 +863,7 @@ void apply_override(YAML::Node root, const std::string& text, std::set<std::stri
     cur.reset(cur[parts[i]]);  // rebind, not assign (yaml-cpp's = would copy content)
   }
   cur[parts.back()] = value;
-  overridden.insert(key);
+  overridden[key] = text;
 }
 
 // yaml-cpp keeps both entries of a repeated key and reads the first: refuse them instead.
@@ -925,6 +958,19 @@ void check_consistency(const PipelineConfig& c) {
   }
   if (type->check) type->check(c, at);  // the model's own rules (config/model_checks.cpp)
   {
+    // Each evaluation set's files, metrics rows and --eval-set choice carry its name; eval_input's
+    // is "eval" (eval-<step>.json, `--eval-set eval`) and eval.on_train's is "train": a second set of
+    // one name would overwrite the other's files.
+    std::set<std::string> names = {"eval"};
+    if (c.eval.on_train > 0) names.insert("train");
+    for (const auto& [name, input] : c.eval_inputs)
+      DETSEG_CONFIG_CHECK(names.insert(name).second, at, "eval_inputs.", name, ": ",
+                          name == "eval"    ? "the name eval is eval_input's"
+                          : name == "train" ? "the name train is eval.on_train's set"
+                                            : "a second set of this name",
+                          "; each evaluation set needs its own name (it names the set's files)");
+  }
+  {
     const std::string& d = c.device;
     const bool cuda_index = d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
                             d.find_first_not_of("0123456789", 5) == std::string::npos;
@@ -947,12 +993,16 @@ void check_consistency(const PipelineConfig& c) {
 namespace {
 
 YAML::Node parse_yaml_file_text(const std::string& yaml_text, const std::string& source) {
+  check_yaml_size(static_cast<int64_t>(yaml_text.size()), source, YamlErrorKind::kConfig);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(location(source, e.mark.line + 1, e.mark.column + 1) + "malformed YAML: " + e.msg);
   }
+  // Before any walk over the tree: every later one (duplicate keys, origins, the reader) visits
+  // an alias's content again at each alias.
+  check_yaml_expansion(root, source, YamlErrorKind::kConfig);
   if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap())
     throw ConfigError(location(source, root.Mark().line >= 0 ? root.Mark().line + 1 : 1) +
@@ -998,7 +1048,7 @@ void merge_over(YAML::Node bottom, const YAML::Node& top, const std::string& pre
 // Reads `path` with its _base_ configs (a path or a list, relative to the file that names them)
 // merged underneath, the later base over the earlier and the file itself over all.
 YAML::Node load_with_bases(const std::string& path, const std::string& text, std::vector<std::string>& chain,
-                           KeyOrigins& origins) {
+                           KeyOrigins& origins, std::vector<std::string>& files) {
   YAML::Node own = parse_yaml_file_text(text, path);
   KeyOrigins own_origins;
   for (const auto& item : own)
@@ -1034,8 +1084,10 @@ YAML::Node load_with_bases(const std::string& path, const std::string& text, std
       DETSEG_CONFIG_CHECK(!std::filesystem::equivalent(seen, base_path), where, "_base_: ", base_path,
                           " is already being read (a cycle of _base_ configs)");
     chain.push_back(base_path);
+    files.push_back(base_path);
     KeyOrigins base_origins;
-    YAML::Node base_root = load_with_bases(base_path, read_file(base_path), chain, base_origins);
+    YAML::Node base_root =
+        load_with_bases(base_path, read_yaml_file(base_path, YamlErrorKind::kConfig), chain, base_origins, files);
     chain.pop_back();
     merge_over(merged, base_root, "", base_origins, origins);
   }
@@ -1043,29 +1095,69 @@ YAML::Node load_with_bases(const std::string& path, const std::string& text, std
   return merged;
 }
 
+// parse_config's work. A failed rule across keys (check_consistency) is handed back in
+// `rule_error` instead of thrown, for blame_overrides to weigh.
+PipelineConfig read_config(const std::string& yaml_text, const std::string& source,
+                           const std::vector<std::string>& overrides, std::string& rule_error) {
+  std::vector<std::string> chain;
+  if (file_exists(source)) chain.push_back(source);
+  KeyOrigins origins;
+  std::vector<std::string> files = chain;
+  YAML::Node root = load_with_bases(source, yaml_text, chain, origins, files);
+  Overrides overridden;
+  for (const auto& o : overrides) apply_override(root, o, overridden);
+  PipelineConfig config;
+  config.source = source;
+  config.files = files;
+  Reader reader(root, source, overridden, origins);
+  visit_config(reader, config);
+  reader.finish();
+  try {
+    check_consistency(config);
+  } catch (const ConfigError& e) {
+    rule_error = e.what();
+  }
+  return config;
+}
+
+// A rule across keys fails naming the config file ("x.yaml: model.min_dimension (999) must not
+// exceed ..."). When --set values took part, the message names them instead: each one whose
+// removal lets the rule pass or changes its message. (An override without which the config fails
+// before the rules, say one that mends a bad value in the file, gives no verdict.) Each override
+// costs one more read of the config: past 32 of them (a script's, not a person's) the file is named.
+std::string blame_overrides(const std::string& message, const std::string& yaml_text, const std::string& source,
+                            const std::vector<std::string>& overrides) {
+  const std::string at = location(source);
+  if (overrides.empty() || overrides.size() > 32 || message.compare(0, at.size(), at) != 0) return message;
+  std::string culprits;
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    std::vector<std::string> others = overrides;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+    std::string without;
+    try {
+      read_config(yaml_text, source, others, without);
+    } catch (const Error&) {
+      continue;
+    }
+    if (without != message) culprits += (culprits.empty() ? "--set " : ", --set ") + overrides[i];
+  }
+  return culprits.empty() ? message : culprits + ": " + message.substr(at.size());
+}
+
 }  // namespace
 
 PipelineConfig parse_config(const std::string& yaml_text, const std::string& source,
                             const std::vector<std::string>& overrides) {
-  std::vector<std::string> chain;
-  if (file_exists(source)) chain.push_back(source);
-  KeyOrigins origins;
-  YAML::Node root = load_with_bases(source, yaml_text, chain, origins);
-  std::set<std::string> overridden;
-  for (const auto& o : overrides) apply_override(root, o, overridden);
-  PipelineConfig config;
-  config.source = source;
-  Reader reader(root, source, overridden, origins);
-  visit_config(reader, config);
-  reader.finish();
-  check_consistency(config);
+  std::string rule_error;
+  PipelineConfig config = read_config(yaml_text, source, overrides, rule_error);
+  if (!rule_error.empty()) throw ConfigError(blame_overrides(rule_error, yaml_text, source, overrides));
   return config;
 }
 
 PipelineConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
   DETSEG_CONFIG_CHECK(file_exists(path), path, ": config file not found");
   DETSEG_CONFIG_CHECK(!is_directory(path), path, ": is a folder, expected a config file");
-  return parse_config(read_file(path), path, overrides);
+  return parse_config(read_yaml_file(path, YamlErrorKind::kConfig), path, overrides);
 }
 
 std::string config_to_yaml(const PipelineConfig& config) {

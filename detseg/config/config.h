@@ -21,6 +21,8 @@ struct InputConfig {
   std::string split;                  // VOC ImageSets/Main/<split>.txt
   std::string label_map;              // optional class names file
   std::string box_policy = "clip";    // clip | drop: boxes outside the image or degenerate
+  std::string bad_images = "stop";    // stop | skip: an image that cannot be read or decoded
+  bool require_boxes = true;          // training: refuse a set in which no box is usable
   bool hflip = false;
   double scale_min = 1.0;             // random scale jitter (EfficientDet) / scale range (DeepLab)
   double scale_max = 1.0;
@@ -190,6 +192,7 @@ struct EvalConfig {
 
 struct PipelineConfig {
   std::string source;                 // file it came from
+  std::vector<std::string> files;     // that file and every _base_ file it pulled in: what commands must not overwrite
   // auto | cpu | cuda | cuda:N. auto: cuda:LOCAL_RANK when a GPU is visible, else cpu (see
   // engine/device.h); the --device flag sets it.
   std::string device = "auto";

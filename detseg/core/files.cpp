@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <utility>
 
 #include "detseg/core/error.h"
 
@@ -77,8 +80,51 @@ void write_file_atomic(const std::string& path, const std::string& data, Durabil
   fsync_path(parent.empty() ? "." : parent.string(), O_RDONLY | O_DIRECTORY);
 }
 
-bool file_exists(const std::string& path) { return fs::exists(path); }
-bool is_directory(const std::string& path) { return fs::is_directory(path); }
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  if (a.empty() || b.empty() || ::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+void check_outputs_are_not_inputs(const std::vector<std::string>& outputs, const std::string& flag,
+                                  const std::vector<CommandInput>& inputs) {
+  std::map<std::pair<dev_t, ino_t>, const CommandInput*> known;
+  struct stat st {};
+  for (const CommandInput& input : inputs)
+    if (!input.path.empty() && ::stat(input.path.c_str(), &st) == 0) known.emplace(std::make_pair(st.st_dev, st.st_ino), &input);
+  for (const std::string& output : outputs) {
+    if (output.empty() || ::stat(output.c_str(), &st) != 0) continue;
+    const auto it = known.find({st.st_dev, st.st_ino});
+    DETSEG_CONFIG_CHECK(it == known.end(), flag, flag.empty() ? "" : " ", output, ": is ", it->second->what,
+                        "; choose another path");
+  }
+}
+
+void check_output_is_not_an_input(const std::string& output, const std::string& flag,
+                                  const std::vector<CommandInput>& inputs) {
+  check_outputs_are_not_inputs({output}, flag, inputs);
+}
+
+// Without the error_code, a path that cannot be looked at (a symlink loop, a folder without
+// permission on the way) throws std::filesystem's own text; here it is just not there, and the
+// caller's message names the path.
+bool file_exists(const std::string& path) {
+  std::error_code error;
+  return fs::exists(path, error);
+}
+bool is_directory(const std::string& path) {
+  std::error_code error;
+  return fs::is_directory(path, error);
+}
+
+std::string why_unreadable(const std::string& path) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (status.type() == fs::file_type::not_found) return "no such file or folder";
+  if (error.value() == ELOOP) return "a symlink loop (the link leads back to itself)";
+  if (error) return error.message();
+  return "";
+}
 
 void make_directories(const std::string& path) {
   std::error_code ec;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace detseg {
 
@@ -34,6 +35,30 @@ class DirectoryLock {
  private:
   int fd_ = -1;
 };
+
+// One input of a command, for check_output_is_not_an_input: its path and what it is, in the error's
+// words ("the ground-truth file given by --gt").
+struct CommandInput {
+  std::string path;
+  std::string what;
+};
+
+// True when both paths exist and are the same file or folder (same device and inode, so through
+// symlinks and hard links too).
+bool same_file(const std::string& a, const std::string& b);
+
+// A command never writes over what it reads: throws ConfigError "<flag> <output>: is <what>; choose
+// another path" when `output` is one of `inputs` (same_file). `flag` names the output ("--json"); an
+// empty `output` or one that does not exist yet passes.
+void check_output_is_not_an_input(const std::string& output, const std::string& flag,
+                                  const std::vector<CommandInput>& inputs);
+// The same for many outputs at once (a drawing per image of a folder): each path is looked at once.
+void check_outputs_are_not_inputs(const std::vector<std::string>& outputs, const std::string& flag,
+                                  const std::vector<CommandInput>& inputs);
+
+// Why `path` cannot be looked at, in plain words ("no such file or folder", "a symlink loop (...)",
+// the system's reason), or "" when it can.
+std::string why_unreadable(const std::string& path);
 
 bool file_exists(const std::string& path);
 bool is_directory(const std::string& path);

@@ -20,6 +20,52 @@ BoxPolicy parse_box_policy(const std::string& name) {
   throw ConfigError(str("invalid box policy '", name, "': expected clip or drop"));
 }
 
+BadImagePolicy parse_bad_image_policy(const std::string& name) {
+  if (name == "stop") return BadImagePolicy::kStop;
+  if (name == "skip") return BadImagePolicy::kSkip;
+  throw ConfigError(str("invalid bad_images policy '", name, "': expected stop or skip"));
+}
+
+void SkippedImages::add(const std::string& file, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::find(files_.begin(), files_.end(), file) != files_.end()) return;
+    files_.push_back(file);
+  }
+  log_warn_once("skipped " + file, str(reason, "; left out (bad_images: skip)"));
+}
+
+std::vector<std::string> SkippedImages::files() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return files_;
+}
+
+SkippedImages::~SkippedImages() {
+  if (files_.empty()) return;
+  try {
+    std::string list;
+    for (const std::string& f : files_) list += (list.empty() ? "" : ", ") + f;
+    log_warn(source_, ": ", files_.size(), files_.size() == 1 ? " image was" : " images were",
+             " left out (bad_images: skip): ", list);
+  } catch (...) {  // a destructor must not throw; the warnings at each skip said it already
+  }
+}
+
+std::string image_size_mismatch(const std::string& path, int64_t width, int64_t height, int orientation,
+                                int64_t annotated_width, int64_t annotated_height, const std::string& source) {
+  if (width == annotated_width && height == annotated_height) return "";
+  if (orientation >= 5 && annotated_width == height && annotated_height == width)
+    return str(path, ": ", orientation_note(orientation, width, height), " but the annotation says ", annotated_width,
+               "x", annotated_height, ": ", source,
+               " was made on the image as stored, and detseg turns images upright first, as PIL's exif_transpose "
+               "does (annotate the upright image, or remove the file's orientation tag)");
+  if (orientation != 1)
+    return str(path, ": ", orientation_note(orientation, width, height), " but the annotations (", source, ") say ",
+               annotated_width, "x", annotated_height);
+  return str(path, ": image is ", width, "x", height, " but the annotations (", source, ") say ", annotated_width, "x",
+             annotated_height);
+}
+
 at::Tensor segmentation_to_mask(const CocoSegmentation& seg, int64_t height, int64_t width) {
   at::Tensor mask = at::zeros({height, width}, at::kByte);  // [H, W]
   if (seg.kind == CocoSegmentation::kNone) return mask;
@@ -33,7 +79,7 @@ at::Tensor segmentation_to_mask(const CocoSegmentation& seg, int64_t height, int
 }
 
 DetectionDataset::DetectionDataset(CocoDataset coco, DetectionDatasetOptions options)
-    : coco_(std::move(coco)), options_(std::move(options)) {
+    : coco_(std::move(coco)), options_(std::move(options)), skipped_(std::make_shared<SkippedImages>(coco_.source)) {
   const std::string& src = coco_.source;
   DETSEG_CHECK(!coco_.images.empty(), src, ": empty dataset (no images)");
   DETSEG_CHECK(!coco_.categories.empty(), src, ": dataset defines no categories");
@@ -46,6 +92,7 @@ DetectionDataset::DetectionDataset(CocoDataset coco, DetectionDatasetOptions opt
     image_pos.emplace(im.id, static_cast<int64_t>(i));
   }
   for (size_t i = 0; i < coco_.categories.size(); ++i) category_pos.emplace(coco_.categories[i].id, static_cast<int64_t>(i));
+  assign_labels();
   for (size_t i = 0; i < coco_.annotations.size(); ++i) {
     const CocoAnnotation& a = coco_.annotations[i];
     DETSEG_CHECK(image_pos.count(a.image_id), src, ": annotations[", i, "] (id ", a.id, ") points at unknown image id ",
@@ -95,7 +142,7 @@ DetectionDataset::DetectionDataset(CocoDataset coco, DetectionDatasetOptions opt
         ++stats_.clipped;
       }
       boxes.insert(boxes.end(), {static_cast<float>(x1), static_cast<float>(y1), static_cast<float>(x2), static_cast<float>(y2)});
-      classes.push_back(category_pos[a.category_id]);
+      classes.push_back(category_labels_.at(a.category_id));
       crowd.push_back(a.iscrowd ? 1 : 0);
       r.annotations.push_back(ai);
     }
@@ -121,11 +168,21 @@ Example DetectionDataset::get(int64_t index) const {
   const CocoImage& im = coco_.images[static_cast<size_t>(r.image)];
   const std::string path = (fs::path(options_.image_dir) / im.file_name).string();
   Example ex;
-  ex.image = read_image(path);
+  int orientation = 1;
+  try {
+    ex.image = read_image(path, &orientation);
+  } catch (const Error& e) {
+    if (options_.bad_images == BadImagePolicy::kStop) throw;
+    skipped_->add(path, e.what());
+    return Example();  // no image: left out
+  }
   ex.original_height = ex.height();
   ex.original_width = ex.width();
-  DETSEG_CHECK(!options_.check_image_size || (ex.height() == im.height && ex.width() == im.width), path, ": image is ",
-               ex.width(), "x", ex.height(), " but the annotations (", coco_.source, ") say ", im.width, "x", im.height);
+  if (options_.check_image_size) {
+    const std::string mismatch =
+        image_size_mismatch(path, ex.width(), ex.height(), orientation, im.width, im.height, coco_.source);
+    DETSEG_CHECK(mismatch.empty(), mismatch);
+  }
   ex.image_id = im.id;
   ex.boxes = r.boxes.clone();  // transforms modify in place
   ex.classes = r.classes;
@@ -143,22 +200,57 @@ Example DetectionDataset::get(int64_t index) const {
 
 int64_t DetectionDataset::label_to_category_id(int64_t label) const {
   DETSEG_CHECK(label >= 0 && label < num_classes(), "label ", label, " out of range [0, ", num_classes(), ")");
-  return coco_.categories[static_cast<size_t>(label)].id;
+  return label_category_ids_[static_cast<size_t>(label)];
 }
 
 int64_t DetectionDataset::category_id_to_label(int64_t category_id) const {
-  auto it = coco_.category_index.find(category_id);
-  return it == coco_.category_index.end() ? -1 : it->second;
+  auto it = category_labels_.find(category_id);
+  return it == category_labels_.end() ? -1 : it->second;
 }
 
-std::vector<std::string> DetectionDataset::class_names() const {
-  std::vector<std::string> names;
-  for (const auto& c : coco_.categories) names.push_back(c.name);
-  return names;
+std::string quoted_names(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  return out + "]";
 }
 
-SegmentationDataset::SegmentationDataset(SegFolder folder)
-    : folder_(std::move(folder)), values_(folder_.options.num_classes, folder_.options.void_values) {
+void DetectionDataset::assign_labels() {
+  const std::string& src = coco_.source;
+  std::unordered_map<std::string, int64_t> by_name;  // category name -> its id
+  std::vector<std::string> file_names;
+  for (const CocoCategory& c : coco_.categories) {
+    DETSEG_CHECK(!c.name.empty(), src, ": category id ", c.id, " has an empty name");
+    DETSEG_CHECK(by_name.emplace(c.name, c.id).second, src, ": two categories are named '", c.name,
+                 "' (ids ", by_name[c.name], " and ", c.id, "): class names must be unique");
+    file_names.push_back(c.name);
+  }
+  class_names_ = options_.class_order.empty() ? file_names : options_.class_order;
+  std::unordered_map<std::string, int64_t> label_of;
+  for (size_t k = 0; k < class_names_.size(); ++k) {
+    DETSEG_CHECK(!class_names_[k].empty(), src, ": the model's class ", k, " has an empty name");
+    DETSEG_CHECK(label_of.emplace(class_names_[k], static_cast<int64_t>(k)).second, src, ": the model names class '",
+                 class_names_[k], "' twice");
+  }
+  std::vector<std::string> unknown;
+  for (const CocoCategory& c : coco_.categories)
+    if (!label_of.count(c.name)) unknown.push_back(c.name);
+  if (!unknown.empty())
+    throw ConfigError(str(src, ": categories ", quoted_names(unknown), " are not among the model's classes ",
+                          quoted_names(class_names_), " (the data set has ", quoted_names(file_names),
+                          "); classes are matched by name"));
+  label_category_ids_.assign(class_names_.size(), -1);
+  for (const CocoCategory& c : coco_.categories) {
+    const int64_t label = label_of.at(c.name);
+    label_category_ids_[static_cast<size_t>(label)] = c.id;
+    category_labels_[c.id] = label;
+  }
+}
+
+SegmentationDataset::SegmentationDataset(SegFolder folder, BadImagePolicy bad_images)
+    : folder_(std::move(folder)),
+      values_(folder_.options.num_classes, folder_.options.void_values),
+      bad_images_(bad_images),
+      skipped_(std::make_shared<SkippedImages>(folder_.options.image_dir)) {
   DETSEG_CHECK(!folder_.samples.empty(), folder_.options.image_dir, ": empty segmentation dataset");
 }
 
@@ -166,13 +258,21 @@ Example SegmentationDataset::get(int64_t index) const {
   DETSEG_CHECK(index >= 0 && index < size(), "dataset index ", index, " out of range [0, ", size(), ")");
   const SegSample& s = folder_.samples[static_cast<size_t>(index)];
   Example ex;
-  ex.image = read_image(s.image_path);
+  int orientation = 1;
+  try {
+    ex.image = read_image(s.image_path, &orientation);
+  } catch (const Error& e) {
+    if (bad_images_ == BadImagePolicy::kStop) throw;
+    skipped_->add(s.image_path, e.what());
+    return Example();  // no image: left out
+  }
   ex.original_height = ex.height();
   ex.original_width = ex.width();
   ex.image_id = index;
-  at::Tensor label = read_label_png(s.label_path);  // [H, W] uint8
+  at::Tensor label = read_label_png(s.label_path);  // [H, W] uint8, upright as its image
   DETSEG_CHECK(label.size(0) == ex.height() && label.size(1) == ex.width(), s.label_path, ": label map is ",
-               label.size(1), "x", label.size(0), " but its image ", s.image_path, " is ", ex.width(), "x", ex.height());
+               label.size(1), "x", label.size(0), " but its image ", s.image_path, " is ", ex.width(), "x", ex.height(),
+               orientation == 1 ? "" : " (after its EXIF orientation " + std::to_string(orientation) + ")");
   values_.apply(label.data_ptr<uint8_t>(), label.size(0), label.size(1), s.label_path);
   ex.label_map = label;
   ex.boxes = at::zeros({0, 4}, at::kFloat);

@@ -65,6 +65,9 @@ struct Batch {
   at::Tensor label_maps;      // optional [B, H, W] int64, padding = 255 (ignore)
   std::vector<int64_t> image_ids;
   int64_t epoch = 0;          // epoch this batch belongs to (0-based)
+  // Each example's position in its epoch's shard (the Loader's plan): a sharded evaluation tells
+  // the wrap-around repeats by it, also when images were left out (bad_images: skip).
+  std::vector<int64_t> positions;
 
   int64_t size() const { return static_cast<int64_t>(image_ids.size()); }
 };

@@ -1,4 +1,4 @@
-// Implements: image decoding via OpenCV into [3, H, W] uint8 RGB tensors.
+// Implements: image_codec.h's decoded images as [3, H, W] uint8 RGB tensors; label maps; writing images.
 #include "detseg/data/image_io.h"
 
 #include <opencv2/imgcodecs.hpp>
@@ -8,28 +8,13 @@
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/core/log.h"
 #include "detseg/data/image_codec.h"
 
 namespace detseg {
-namespace {
 
-cv::Mat wrap_bytes(const std::string& bytes) {
-  return cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1,
-                 const_cast<char*>(bytes.data()));  // imdecode only reads
-}
-
-}  // namespace
-
-at::Tensor decode_image(const std::string& bytes, const std::string& name) {
-  check_encoded_image(bytes, name);
-  cv::Mat bgr;
-  try {
-    bgr = cv::imdecode(wrap_bytes(bytes), cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
-  } catch (const cv::Exception& e) {
-    throw Error(str(name, ": cannot decode image (", e.err, ")"));
-  }
-  DETSEG_CHECK(!bgr.empty() && bgr.type() == CV_8UC3, name,
-               ": cannot decode image (not a JPEG/PNG, or corrupt data)");
+at::Tensor rgb_tensor_from_bgr(const cv::Mat& bgr) {
+  DETSEG_CHECK(!bgr.empty() && bgr.type() == CV_8UC3, "rgb_tensor_from_bgr: expected an 8-bit BGR image");
   const int64_t h = bgr.rows, w = bgr.cols;
   at::Tensor out = at::empty({3, h, w}, at::kByte);  // [3, H, W] RGB
   uint8_t* base = out.data_ptr<uint8_t>();
@@ -40,10 +25,17 @@ at::Tensor decode_image(const std::string& bytes, const std::string& name) {
   return out;
 }
 
-at::Tensor read_image(const std::string& path) { return decode_image(read_file(path), path); }
+at::Tensor decode_image(const std::string& bytes, const std::string& name, int* orientation) {
+  return rgb_tensor_from_bgr(decode_image_bgr(bytes, name, orientation));
+}
+
+at::Tensor read_image(const std::string& path, int* orientation) {
+  return decode_image(read_file(path), path, orientation);
+}
 
 at::Tensor read_label_png(const std::string& path) {
   const LabelImage label = decode_label_png(read_file(path), path);
+  if (!label.warning.empty()) log_warn_once(path, label.warning);
   at::Tensor out = at::empty({label.height, label.width}, at::kByte);  // [H, W]
   if (!label.pixels.empty()) std::memcpy(out.data_ptr<uint8_t>(), label.pixels.data(), label.pixels.size());
   return out;

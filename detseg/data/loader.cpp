@@ -173,20 +173,71 @@ Batch pin_memory(const Batch& batch) {
   return map_device_tensors(batch, [](const at::Tensor& t) { return t.pin_memory(); });
 }
 
+Example Loader::load_present(int64_t index) const {
+  {
+    std::lock_guard<std::mutex> lock(absent_mutex_);
+    if (absent_.count(index)) return Example();
+  }
+  Example ex = load_(index);
+  if (!ex.image.defined()) {
+    std::lock_guard<std::mutex> lock(absent_mutex_);
+    absent_.insert(index);
+  }
+  return ex;
+}
+
+Example Loader::replacement(int64_t epoch, const Plan& plan, int64_t position, int64_t& index) const {
+  // Positions run through the plan's batches in order; all but the last batch are full.
+  int64_t positions = 0;
+  for (const auto& b : plan) positions += static_cast<int64_t>(b.size());
+  for (int64_t step = 1; step < positions; ++step) {
+    const int64_t q = (position + step) % positions;
+    const int64_t candidate = plan[static_cast<size_t>(q / options_.batch_size)][static_cast<size_t>(q % options_.batch_size)];
+    Example ex = load_present(candidate);
+    if (ex.image.defined()) {
+      index = candidate;
+      return ex;
+    }
+  }
+  throw Error(str("every image of epoch ", epoch, "'s data (", positions,
+                  " images) was left out as unusable (bad_images: skip): nothing left to load"));
+}
+
 Batch Loader::build(int64_t batch_number) const {
   const int64_t epoch = batch_number / batches_per_epoch_;
   const std::shared_ptr<const Plan> p = plan(epoch);
-  const auto& indices = (*p)[static_cast<size_t>(batch_number % batches_per_epoch_)];
+  const int64_t in_epoch = batch_number % batches_per_epoch_;
+  const auto& indices = (*p)[static_cast<size_t>(in_epoch)];
   std::vector<Example> examples;
+  std::vector<int64_t> positions;
   examples.reserve(indices.size());
-  for (int64_t index : indices) {
-    Example ex = load_(index);
-    Rng rng(mix(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index)));
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const int64_t index = indices[j];
+    const int64_t position = in_epoch * options_.batch_size + static_cast<int64_t>(j);
+    Example ex = load_present(index);
+    // Each example's augmentation is seeded by (seed, epoch, index), so leaving one out changes no
+    // other. A replacement draws from a stream of its own (seeded by the absent index), not the
+    // one its own place in the epoch uses.
+    uint64_t seed = mix(options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
+    if (!ex.image.defined()) {
+      if (!options_.replace_absent) continue;
+      int64_t used = -1;
+      ex = replacement(epoch, *p, position, used);
+      seed = mix(options_.seed ^ 0x5245504C41434544ull, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
+    }
+    Rng rng(seed);
     augment(ex, options_.augment, rng);
     examples.push_back(std::move(ex));
+    positions.push_back(position);
+  }
+  if (examples.empty()) {  // every image of this (evaluation) batch left out: next() skips it
+    Batch none;
+    none.epoch = epoch;
+    return none;
   }
   Batch batch = collate(examples, options_.collate);
   batch.epoch = epoch;
+  batch.positions = std::move(positions);
   return options_.pin_memory ? pin_memory(batch) : batch;
 }
 
@@ -228,6 +279,13 @@ void Loader::worker() {
 }
 
 bool Loader::next(Batch& batch) {
+  for (;;) {
+    if (!next_built(batch)) return false;
+    if (batch.size() > 0) return true;  // (empty: every image of it was left out)
+  }
+}
+
+bool Loader::next_built(Batch& batch) {
   if (total_batches_ >= 0 && next_deliver_ >= total_batches_) return false;
   if (threads_.empty()) {
     batch = build(next_deliver_++);

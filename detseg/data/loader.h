@@ -7,6 +7,12 @@
 // with (seed, epoch) when shuffle is on, then sharded: rank r takes positions r, r+W, ... (the
 // shard is padded by wrapping around so every rank gets the same number, as torch's
 // DistributedSampler), then cut into batches.
+//
+// An example the data set left out (bad_images: skip: load returns an Example without an image) is
+// absent from its batch: in evaluation the batch is one smaller (an all-absent batch is not
+// delivered); with replace_absent (training) the next present example of the epoch's shard order
+// takes its place, so batches keep their size. Absence is a property of the file, so the batches
+// stay the same whatever the thread timing, and the other examples keep their augmentation.
 #pragma once
 
 #include <condition_variable>
@@ -17,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "detseg/data/example.h"
@@ -60,12 +67,16 @@ struct LoaderOptions {
   // Batches for a CUDA model: workers put each batch's tensors in page-locked memory, so the
   // copy to the GPU (to_device with non_blocking) overlaps the step instead of blocking it.
   bool pin_memory = false;
+  // An absent example is replaced by the next present one in the epoch's shard order (training),
+  // instead of leaving its batch one smaller (evaluation). See the top of this file.
+  bool replace_absent = false;
 };
 
 class Loader {
  public:
-  // `load(i)` returns the un-augmented example i (0..num_examples-1); it is called from several
-  // threads at once and must be thread-safe (DetectionDataset::get is).
+  // `load(i)` returns the un-augmented example i (0..num_examples-1), or an Example without an
+  // image when the data set leaves it out; it is called from several threads at once and must be
+  // thread-safe (DetectionDataset::get is).
   using LoadFn = std::function<Example(int64_t index)>;
   Loader(int64_t num_examples, LoadFn load, LoaderOptions options);
   ~Loader();
@@ -84,6 +95,11 @@ class Loader {
   using Plan = std::vector<std::vector<int64_t>>;
   std::shared_ptr<const Plan> plan(int64_t epoch) const;  // cached: no copy per batch
   Batch build(int64_t batch_number) const;
+  bool next_built(Batch& batch);  // the next built batch, empty ones included
+  // load_(index), or an undefined image when absent (remembered: a left-out file is not read again).
+  Example load_present(int64_t index) const;
+  // The example that takes the place of absent shard position `position` of `epoch` (replace_absent).
+  Example replacement(int64_t epoch, const Plan& plan, int64_t position, int64_t& index) const;
   void worker();
 
   int64_t num_examples_;
@@ -99,6 +115,8 @@ class Loader {
   int64_t next_claim_ = 0, next_deliver_ = 0;
   mutable std::mutex plan_mutex_;
   mutable std::map<int64_t, std::shared_ptr<const Plan>> plans_;  // epoch -> batches (recent epochs)
+  mutable std::mutex absent_mutex_;
+  mutable std::unordered_set<int64_t> absent_;  // indices the data set left out
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };

@@ -65,6 +65,11 @@ Environment environment_from_env() {
   get_int("MASTER_PORT", env.master_port);
   DETSEG_CONFIG_CHECK(env.master_port > 0 && env.master_port < 65536, "environment variable MASTER_PORT=",
                       env.master_port, ": must be in 1..65535");
+  get_int("TORCHELASTIC_RESTART_COUNT", env.restart_count);
+  DETSEG_CONFIG_CHECK(env.restart_count >= 0, "environment variable TORCHELASTIC_RESTART_COUNT=", env.restart_count,
+                      ": must be >= 0");
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  env.agent_store = agent != nullptr && std::string(agent) == "True";  // torch's own test of it
   return env;
 }
 
@@ -95,11 +100,19 @@ ProcessGroup::ProcessGroup(const Environment& env, std::chrono::milliseconds tim
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(env.master_port);
-    store_options.isServer = env.rank == 0;
+    // Under torchrun the agent hosts the store: rank 0 binding the port as well only printed
+    // c10d's "failed to bind" line. The agent's store outlives a restart, and with it the worker
+    // count, so only a store of our own waits for the workers.
+    store_options.isServer = env.rank == 0 && !env.agent_store;
     store_options.numWorkers = static_cast<size_t>(env.world_size);
-    store_options.waitWorkers = true;
+    store_options.waitWorkers = !env.agent_store;
     store_options.timeout = timeout;
-    impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    c10::intrusive_ptr<c10d::Store> tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    // torchrun keeps its store across restarts. Gloo's rendezvous waits for each peer's key and
+    // reads it, so a restarted worker found the dead workers' addresses and failed to connect
+    // (connection refused) unless the peer had written its new key first. The prefix is the one
+    // PyTorch's env:// rendezvous put over the agent's store.
+    impl_->store = c10::make_intrusive<c10d::PrefixStore>(str("/worker/attempt_", env.restart_count), tcp);
   } catch (const std::exception& e) {
     throw Error(str(where, ": rendezvous at MASTER_ADDR:MASTER_PORT=", env.master_addr, ":", env.master_port,
                     " failed within ", timeout.count() / 1000.0, " s (train.distributed.timeout_s): ", short_what(e)));

@@ -22,9 +22,17 @@ struct Environment {
   int local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // torchrun's TORCHELASTIC_RESTART_COUNT: which attempt of the job this process belongs to. The
+  // process group's store keys live under it, so a restarted job never reads the addresses the
+  // previous attempt's (dead) workers left in torchrun's store.
+  int restart_count = 0;
+  // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent already hosts the TCPStore at
+  // MASTER_ADDR:MASTER_PORT (and keeps it across restarts); every rank connects as a client.
+  bool agent_store = false;
 };
 
-// Reads torchrun's variables; WORLD_SIZE unset means one process. Throws ConfigError naming the
+// Reads torchrun's variables (and TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_USE_AGENT_STORE);
+// WORLD_SIZE unset means one process. Throws ConfigError naming the
 // variable when one is malformed or inconsistent (RANK >= WORLD_SIZE, MASTER_PORT out of range).
 Environment environment_from_env();
 
@@ -47,7 +55,8 @@ bool use_nccl(const std::string& backend, const at::Device& device);
 
 class ProcessGroup {
  public:
-  // Rendezvous (rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT) and the backends: Gloo
+  // Rendezvous (rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT, unless torchrun's agent
+  // does) and the backends, keyed under the restart attempt: Gloo
   // always, NCCL too when `with_nccl` (collectives on CUDA tensors then go through it). `timeout`
   // bounds the rendezvous and every collective: a peer that dies or hangs makes the others throw
   // within it.

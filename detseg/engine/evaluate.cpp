@@ -46,9 +46,12 @@ std::shared_ptr<Model> loaded_for_eval(std::shared_ptr<Model> model, const Pipel
   int64_t loaded_step = 0;
   if (is_exported_model(checkpoint)) {  // `detseg export --format torchscript`: its graph runs the network
     use_exported_network(*model, checkpoint, device);
-    loaded_step = read_exported_model_info(checkpoint).step;
+    const ExportedModelInfo info = read_exported_model_info(checkpoint);
+    loaded_step = info.step;
+    model->class_names = info.class_names;
   } else {
     loaded_step = load_weights_for_eval(checkpoint, *model, /*use_ema=*/true);
+    model->class_names = checkpoint_class_names(checkpoint);
   }
   if (step) *step = loaded_step;
   model->eval();
@@ -155,6 +158,7 @@ std::unique_ptr<Evaluator> make_evaluator(const PipelineConfig& config, const In
 }
 
 // Image b's detections as COCO results: xywh in original pixels, the file's category ids, RLE masks.
+// Detections of a model class the data set does not have (category id -1) are left out.
 std::vector<CocoAnnotation> coco_detections(const Boxes& found, int64_t image_id, const InputData& data) {
   const Boxes d = found.to(at::kCPU);
   const at::Tensor xywh = xyxy_to_xywh(d.boxes.to(at::kDouble)).contiguous();
@@ -169,6 +173,7 @@ std::vector<CocoAnnotation> coco_detections(const Boxes& found, int64_t image_id
     CocoAnnotation a;
     a.image_id = image_id;
     a.category_id = data.category_ids.at(static_cast<size_t>(label[i]));
+    if (a.category_id < 0) continue;
     for (int k = 0; k < 4; ++k) a.bbox[k] = box[i][k];
     a.score = score[i];
     if (d.masks.defined()) {
@@ -187,7 +192,16 @@ EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_
                           bool per_class, bool metrics) {
   torch::NoGradGuard no_grad;
   model.eval();
-  const InputData data = make_input_data(config, config.eval_input, /*training=*/false);
+  const InputData data = make_input_data(config, config.eval_input, /*training=*/false, model.class_names);
+  if (model.class_names.empty() && data.detection)
+    log_warn(config.eval_input.annotations, ": the checkpoint does not name its classes; they are taken to be the "
+             "data set's ", quoted_names(data.class_names), " in this order");
+  std::vector<std::string> absent;
+  for (size_t k = 0; k < data.category_ids.size(); ++k)
+    if (data.category_ids[k] < 0) absent.push_back(data.class_names[k]);
+  if (!absent.empty())
+    log_warn(config.eval_input.annotations, ": has no category for the model's classes ", quoted_names(absent),
+             "; their detections are not scored");
   std::unique_ptr<Evaluator> evaluator = make_evaluator(config, data, per_class, metrics);
   LoaderOptions options =
       make_loader_options(config, config.eval_input, /*training=*/false, config.eval.batch_size, model.input_size());
@@ -220,7 +234,8 @@ EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_
     if (!batch.image_ids.empty()) randomness.seed_for(batch.image_ids.front());
     auto [losses, predictions] = model.losses_and_predict(to_device(batch, device));
     int64_t fresh = 0;
-    for (int64_t b = 0; b < batch.size(); ++b) fresh += (position + b) * options.world_size + options.rank < total_images;
+    // (batch.positions: each image's place in the shard, also when images were left out before it)
+    for (int64_t b = 0; b < batch.size(); ++b) fresh += batch.positions[b] * options.world_size + options.rank < total_images;
     std::vector<std::pair<std::string, double>> values = {{"total_loss", losses.total.item<double>()}};
     for (auto& [name, value] : losses.parts) values.push_back({name, value.item<double>()});
     if (loss_sums.empty())
@@ -229,7 +244,7 @@ EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_
       loss_sums[i].second += values[i].second * static_cast<double>(fresh);
 
     for (int64_t b = 0; b < batch.size(); ++b, ++position) {
-      if (position * options.world_size + options.rank >= total_images) continue;
+      if (batch.positions[b] * options.world_size + options.rank >= total_images) continue;
       const ImagePrediction& p = predictions[static_cast<size_t>(b)];
       EvalSample sample;
       sample.image_id = batch.image_ids[static_cast<size_t>(b)];
@@ -307,6 +322,14 @@ std::vector<EvalSet> evaluation_sets(const PipelineConfig& config) {
     sets.push_back(train);
   }
   return sets;
+}
+
+void check_evaluation_sets(const PipelineConfig& config, const std::vector<std::string>& model_classes) {
+  for (const EvalSet& set : evaluation_sets(config)) {
+    PipelineConfig one = config;
+    one.eval_input = set.input;
+    make_input_data(one, set.input, /*training=*/false, model_classes);
+  }
 }
 
 std::vector<EvalReport> evaluate_model_on_sets(const PipelineConfig& config, ModelImpl& model, int64_t step,

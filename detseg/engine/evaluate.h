@@ -58,6 +58,11 @@ struct EvalSet {
 };
 std::vector<EvalSet> evaluation_sets(const PipelineConfig& config);
 
+// Reads every evaluation set's annotations as the evaluation will (no image is decoded), so that
+// an empty set, a missing file or a class the model does not have stops `train` before its first
+// step instead of at the first evaluation.
+void check_evaluation_sets(const PipelineConfig& config, const std::vector<std::string>& model_classes);
+
 // evaluate_model on each evaluation set (the same model, one report per set).
 std::vector<EvalReport> evaluate_model_on_sets(const PipelineConfig& config, ModelImpl& model, int64_t step,
                                                dist::ProcessGroup* group = nullptr, bool per_class = true,

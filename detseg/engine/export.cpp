@@ -20,6 +20,7 @@
 #include "detseg/core/log.h"
 #include "detseg/core/subprocess.h"
 #include "detseg/engine/device.h"
+#include "detseg/engine/memory.h"
 #include "detseg/io/safetensors.h"
 #include "detseg/models/build.h"
 #include "detseg/train/checkpoint.h"
@@ -31,6 +32,10 @@ namespace {
 
 constexpr const char* kConfigFile = "detseg/config.yaml";
 constexpr const char* kMetaFile = "detseg/meta.json";
+// The largest traced side: model.max_dimension's limit, the longest side detseg resizes an image to.
+// Beyond it the input alone, and the anchors of a detector, run to tens of gigabytes (100000 x
+// 100000 pixels: 120 GB of input) before the trace begins.
+constexpr int64_t kMaxTracedSide = 8192;
 
 std::string joined(const std::vector<std::string>& names, const std::string& separator) {
   std::string out;
@@ -171,6 +176,14 @@ torch::jit::Module trace_network(ModelImpl& model, const std::string& type_name,
   return module;
 }
 
+// What an export reads, which its outputs must not replace.
+std::vector<CommandInput> export_inputs(const PipelineConfig& config, const ExportOptions& options) {
+  std::vector<CommandInput> inputs = {{options.checkpoint, "the checkpoint given by --checkpoint"}};
+  for (const std::string& file : config.files)
+    inputs.push_back({file, file == config.source ? "the config given by --config" : "a _base_ file of the config"});
+  return inputs;
+}
+
 // The ONNX file of a later graph: model.onnx -> model.box_head.onnx, next to it.
 std::string graph_file(const std::string& output, const std::string& graph) {
   fs::path p(output);
@@ -246,8 +259,14 @@ ExportResult export_traced(const PipelineConfig& config, const ExportOptions& op
   }
 
   // Normalised pixels, like the loader's output: forward's shapes are fixed by this example.
-  const TraceExamples examples =
-      trace_examples(*model, at::randn({1, 3, result.height, result.width}, at::TensorOptions(device)));
+  TraceExamples examples;
+  try {
+    examples = trace_examples(*model, at::randn({1, 3, result.height, result.width}, at::TensorOptions(device)));
+  } catch (const std::exception& e) {
+    rethrow_if_out_of_memory(e, str("export: running ", config.model.type, " on a ", result.height, "x", result.width,
+                                    " input to trace it"));
+    throw;
+  }
   const std::string type_name = is_segmentation_model(config) ? "Segmenter" : "Detector";
 
   nlohmann::json meta = checkpoint_meta(options.checkpoint);
@@ -297,7 +316,12 @@ ExportResult export_traced(const PipelineConfig& config, const ExportOptions& op
   try {
     if (options.format == "torchscript") {
       const fs::path temp = (temp_dir / out.filename()).replace_extension(".pt");
-      trace_network(*model, type_name, examples).save(temp.string(), extra);
+      try {
+        trace_network(*model, type_name, examples).save(temp.string(), extra);
+      } catch (const std::exception& e) {
+        rethrow_if_out_of_memory(e, str("export: tracing ", config.model.type, " at ", result.height, "x", result.width));
+        throw;
+      }
       renames.emplace_back(temp, out);
     } else {
       // ONNX: one file per graph; forward's carries the model's own name.
@@ -306,6 +330,7 @@ ExportResult export_traced(const PipelineConfig& config, const ExportOptions& op
                          const std::vector<at::Tensor>& example, const std::vector<std::string>& outputs) {
         const fs::path src = temp_dir / (graph + ".pt");
         const fs::path final_path = graph == "forward" ? out : fs::path(graph_file(options.output, graph));
+        check_output_is_not_an_input(final_path.string(), "export: -o", export_inputs(config, options));
         const fs::path dst = temp_dir / final_path.filename();
         trace_network(*model, type_name, examples, graph).save(src.string(), extra);
         nlohmann::json inputs = nlohmann::json::array();
@@ -321,7 +346,11 @@ ExportResult export_traced(const PipelineConfig& config, const ExportOptions& op
       }
       run_onnx_conversion(jobs, options.output);
     }
-    for (const auto& [from, to] : renames) fs::rename(from, to);
+    for (const auto& [from, to] : renames) {
+      std::error_code error;
+      fs::rename(from, to, error);
+      DETSEG_CHECK(!error, to.string(), ": cannot write the exported model: ", error.message());
+    }
   } catch (...) {
     std::error_code ec;
     fs::remove_all(temp_dir, ec);
@@ -335,6 +364,20 @@ ExportResult export_traced(const PipelineConfig& config, const ExportOptions& op
 
 ExportResult export_model(const PipelineConfig& config, const ExportOptions& options) {
   DETSEG_CONFIG_CHECK(!options.output.empty(), "export: -o OUT is required");
+  DETSEG_CONFIG_CHECK(!is_directory(options.output), "export: -o ", options.output,
+                      ": is a folder; give a file path (e.g. ", (fs::path(options.output) / "model.pt").string(), ")");
+  const fs::path parent = fs::path(options.output).parent_path();
+  DETSEG_CONFIG_CHECK(parent.empty() || is_directory(parent.string()), "export: -o ", options.output, ": the folder ",
+                      parent.string(), " does not exist");
+  check_output_is_not_an_input(options.output, "export: -o", export_inputs(config, options));
+  {
+    const int64_t h = options.height > 0 ? options.height : options.width, w = options.width > 0 ? options.width : h;
+    for (const auto& [flag, side] : {std::pair<const char*, int64_t>{"--height", options.height}, {"--width", options.width}})
+      DETSEG_CONFIG_CHECK(side <= kMaxTracedSide, "export: ", flag, " ", side, ": above ", kMaxTracedSide,
+                          ", the longest image side detseg resizes to (model.max_dimension's limit); a ", h, "x", w,
+                          " input alone would take ", gigabytes(12.0 * static_cast<double>(h) * static_cast<double>(w)));
+  }
+  check_model_fits_in_memory(config, ModelUse::kInference);
   if (options.format == "safetensors") return export_safetensors(config, options);
   DETSEG_CONFIG_CHECK(options.format == "torchscript" || options.format == "onnx", "export: --format ", options.format,
                       " is not one of torchscript, onnx, safetensors");

@@ -14,8 +14,33 @@
 
 namespace detseg {
 
-std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training, bool with_masks) {
+namespace {
+
+// COCO and YOLO categories against input.label_map: a category keeps its name when the map lists
+// it, takes the map's name for its id otherwise (a COCO file whose names differ from the map's),
+// and is refused when neither matches. (VOC's reader takes the map itself: unknown names are
+// refused at their XML line.)
+void apply_label_map(CocoDataset& coco, const LabelMap& map, const std::string& map_file, bool rename_by_id) {
+  std::vector<std::string> names;
+  for (const LabelMapEntry& e : map.entries) names.push_back(e.name);
+  for (CocoCategory& c : coco.categories) {
+    if (map.id_of(c.name) >= 0) continue;
+    const std::string renamed = rename_by_id ? map.name_of(c.id) : "";
+    if (renamed.empty())
+      throw ConfigError(str(coco.source, ": category '", c.name, "' (id ", c.id, ") is not in the label map ", map_file,
+                            " ", quoted_names(names)));
+    log_info(coco.source, ": category ", c.id, " '", c.name, "' is '", renamed, "' in ", map_file);
+    c.name = renamed;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training, bool with_masks,
+                                                         const std::vector<std::string>& class_order) {
   DETSEG_CONFIG_CHECK(!input.annotations.empty(), "input.annotations: required");
+  LabelMap label_map;
+  if (!input.label_map.empty()) label_map = read_label_map(input.label_map);
   CocoDataset coco;
   DetectionDatasetOptions options;
   if (input.format == "coco") {
@@ -24,6 +49,7 @@ std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& inpu
   } else if (input.format == "voc") {
     VocOptions voc;
     voc.split = input.split;
+    voc.label_map = label_map;
     coco = read_voc(input.annotations, voc);
     options.image_dir = input.images.empty() ? input.annotations + "/JPEGImages" : input.images;
   } else if (input.format == "yolo") {
@@ -35,6 +61,11 @@ std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& inpu
   } else {
     throw ConfigError("input.format: " + input.format + " is not a detection format (coco, voc, yolo)");
   }
+  if (!label_map.entries.empty() && input.format != "voc")
+    apply_label_map(coco, label_map, input.label_map, /*rename_by_id=*/input.format == "coco");
+  options.class_order = class_order;
+  if (options.class_order.empty())  // the label map orders the classes
+    for (const LabelMapEntry& e : label_map.entries) options.class_order.push_back(e.name);
   if (input.max_images > 0 && static_cast<int64_t>(coco.images.size()) > input.max_images) {
     // The first max_images images in file order, with their annotations only.
     coco.images.resize(static_cast<size_t>(input.max_images));
@@ -46,6 +77,7 @@ std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& inpu
     coco.index();
   }
   options.invalid_boxes = parse_box_policy(input.box_policy);
+  options.bad_images = parse_bad_image_policy(input.bad_images);
   options.skip_empty_images = false;
   options.skip_ignored = training;
   options.with_masks = with_masks;
@@ -54,6 +86,11 @@ std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& inpu
   log_info(input.annotations, ": ", dataset->size(), " images, ", s.kept, " boxes kept of ", s.total,
            " (clipped ", s.clipped, ", dropped outside ", s.dropped_outside, ", degenerate ",
            s.dropped_degenerate, ", filtered ", s.dropped_filtered, ")");
+  // A detector trained on no box learns only "nothing here", silently.
+  DETSEG_CONFIG_CHECK(!training || !input.require_boxes || s.kept > 0, input.annotations,
+                      ": no usable box to train on (", s.total, " annotations: ", s.dropped_outside,
+                      " outside their image, ", s.dropped_degenerate, " with zero size, ", s.dropped_filtered,
+                      " crowd/difficult); train_input.require_boxes: false trains on background alone");
   return dataset;
 }
 
@@ -71,10 +108,11 @@ std::shared_ptr<SegmentationDataset> make_segmentation_dataset(const InputConfig
   if (input.max_images > 0 && static_cast<int64_t>(folder.samples.size()) > input.max_images)
     folder.samples.resize(static_cast<size_t>(input.max_images));
   log_info(input.images, ": ", folder.samples.size(), " images with label maps in ", input.annotations);
-  return std::make_shared<SegmentationDataset>(std::move(folder));
+  return std::make_shared<SegmentationDataset>(std::move(folder), parse_bad_image_policy(input.bad_images));
 }
 
-InputData make_input_data(const PipelineConfig& config, const InputConfig& input, bool training) {
+InputData make_input_data(const PipelineConfig& config, const InputConfig& input, bool training,
+                          const std::vector<std::string>& model_classes) {
   set_max_image_pixels(config.max_image_pixels);
   InputData data;
   if (is_segmentation_model(config)) {
@@ -89,15 +127,28 @@ InputData make_input_data(const PipelineConfig& config, const InputConfig& input
     } else {
       for (int64_t k = 0; k < data.num_classes; ++k) data.class_names.push_back(std::to_string(k));
     }
+    // Label values are the classes here; names only label them. Named classes that disagree with
+    // the model's would mislabel every per-class figure.
+    DETSEG_CONFIG_CHECK(input.label_map.empty() || model_classes.empty() || model_classes == data.class_names,
+                        input.label_map, ": classes ", quoted_names(data.class_names), " differ from the model's ",
+                        quoted_names(model_classes), " (a segmentation label value is a class index)");
     data.segmentation = dataset;
     return data;
   }
-  auto dataset = make_detection_dataset(input, training, uses_instance_masks(config.model));
+  auto dataset = make_detection_dataset(input, training, uses_instance_masks(config.model), model_classes);
   data.size = dataset->size();
   data.load = [dataset](int64_t i) { return dataset->get(i); };
   data.num_classes = dataset->num_classes();
   data.class_names = dataset->class_names();
   for (int64_t k = 0; k < dataset->num_classes(); ++k) data.category_ids.push_back(dataset->label_to_category_id(k));
+  if (training) {
+    // A class the training data lacks (a label map's, or a resumed model's) still needs an id of
+    // its own in the checkpoint, for the results files of predict and export: the next free one.
+    int64_t next = 1;
+    for (int64_t id : data.category_ids) next = std::max(next, id + 1);
+    for (int64_t& id : data.category_ids)
+      if (id < 0) id = next++;
+  }
   data.detection = dataset;
   return data;
 }
@@ -109,6 +160,7 @@ LoaderOptions make_loader_options(const PipelineConfig& config, const InputConfi
   o.num_workers = static_cast<int>(input.num_workers);
   o.prefetch_batches = static_cast<int>(input.prefetch);
   o.shuffle = training;
+  o.replace_absent = training;  // an image left out (bad_images: skip): training batches keep their size
   o.seed = static_cast<uint64_t>(config.train.seed);
   o.epochs = training ? 0 : 1;
   o.sample_1_of_n = input.sample_1_of_n;

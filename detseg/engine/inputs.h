@@ -13,10 +13,14 @@
 
 namespace detseg {
 
-// Reads the annotations (COCO JSON or VOC folder) and checks the boxes per input.box_policy.
-// with_masks rasterises instance masks into the examples (Mask R-CNN).
+// Reads the annotations (COCO JSON, VOC folder or YOLO data.yaml) and checks the boxes per
+// input.box_policy. with_masks rasterises instance masks into the examples (Mask R-CNN). Classes
+// are matched by name: input.label_map (COCO, VOC, YOLO) renames a COCO category by its id,
+// refuses a class it does not list, and orders the labels; `class_order` (a model's classes)
+// orders them instead when given (DetectionDatasetOptions::class_order).
 std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training,
-                                                         bool with_masks = false);
+                                                         bool with_masks = false,
+                                                         const std::vector<std::string>& class_order = {});
 
 // format seg_folder: images from input.images, label PNGs (same stem) from input.annotations,
 // values >= num_classes rejected unless listed in input.void_values; at most input.max_images.
@@ -28,13 +32,16 @@ struct InputData {
   Loader::LoadFn load;                   // un-augmented example i, thread-safe
   int64_t num_classes = 0;
   std::vector<std::string> class_names;  // label order
-  std::vector<int64_t> category_ids;     // detection: the file's category id per label; else empty
+  std::vector<int64_t> category_ids;     // detection: the file's category id per label (-1: none); else empty
   std::shared_ptr<DetectionDataset> detection;        // set for detection models
   std::shared_ptr<SegmentationDataset> segmentation;  // set for segmentation models
 };
 
-// The dataset of `input` for config.model.type (detector or segmenter).
-InputData make_input_data(const PipelineConfig& config, const InputConfig& input, bool training);
+// The dataset of `input` for config.model.type (detector or segmenter). `model_classes`: the
+// model's class names in label order (its checkpoint's), to which the data's categories are matched
+// by name; empty: the data's own order (a new model).
+InputData make_input_data(const PipelineConfig& config, const InputConfig& input, bool training,
+                          const std::vector<std::string>& model_classes = {});
 
 // Loader options for `input`. Detectors: training shuffles and augments (flip, scale jitter)
 // forever; evaluation keeps order, resizes keeping the aspect, and runs one epoch; model.resizer

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <functional>
+#include <map>
 #include <tuple>
 
 #include "detseg/core/error.h"
@@ -18,9 +20,11 @@
 #include "detseg/core/progress.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/dist/data_parallel.h"
+#include "detseg/engine/check_data.h"
 #include "detseg/engine/device.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
+#include "detseg/engine/memory.h"
 #include "detseg/engine/step_health.h"
 #include "detseg/hub/weights_cache.h"
 #include "detseg/io/metrics_jsonl.h"
@@ -115,6 +119,63 @@ Trainee build_trainee(const PipelineConfig& config, const at::Device& device, in
   return r;
 }
 
+// "ours=theirs" entries of train.fine_tune.class_map.
+std::map<std::string, std::string> class_renames(const FineTuneOptions& ft) {
+  std::map<std::string, std::string> out;
+  for (const std::string& entry : ft.class_map) {
+    const size_t eq = entry.find('=');
+    DETSEG_CONFIG_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < entry.size(), "train.fine_tune.class_map: '",
+                        entry, "' is not ours=theirs");
+    DETSEG_CONFIG_CHECK(out.emplace(entry.substr(0, eq), entry.substr(eq + 1)).second,
+                        "train.fine_tune.class_map: class '", entry.substr(0, eq), "' is renamed twice");
+  }
+  return out;
+}
+
+// Whether the fine-tune loads the layers whose rows stand for classes (the heads' last layers).
+bool fine_tune_loads_class_layers(const FineTuneOptions& ft) {
+  return parse_fine_tune_type(ft.type) == FineTuneType::kDetection && ft.load_all_detection_vars &&
+         ft.classes != "drop";
+}
+
+// The classes the model stands for, in label order, before the training data is read (the data is
+// then matched to them by name): a resumed checkpoint's; else, when a fine-tune loads the class
+// layers of a checkpoint that names its classes, that checkpoint's (train.fine_tune.classes:
+// match), renamed by class_map; else none: the training data's own order.
+std::vector<std::string> model_class_order(const PipelineConfig& config, const std::string& model_dir,
+                                           const CheckpointManager& checkpoints) {
+  if (auto latest = checkpoints.latest()) return checkpoint_class_names(*latest);
+  const FineTuneOptions& ft = config.train.fine_tune;
+  if (!should_fine_tune(ft, model_dir) || !fine_tune_loads_class_layers(ft) || !is_checkpoint_file(ft.checkpoint))
+    return {};
+  std::vector<std::string> order = checkpoint_class_names(ft.checkpoint);
+  std::map<std::string, std::string> theirs_to_ours;
+  for (const auto& [ours, theirs] : class_renames(ft)) theirs_to_ours[theirs] = ours;
+  for (std::string& name : order)
+    if (auto it = theirs_to_ours.find(name); it != theirs_to_ours.end()) name = it->second;
+  return order;
+}
+
+// train.fine_tune.classes drop: the tensors whose shape follows model.num_classes (found by building
+// the model once more with one class more) are not loaded from the checkpoint.
+std::string class_layers_pattern(const PipelineConfig& config, ModelImpl& model) {
+  PipelineConfig more = config;
+  more.model.num_classes += 1;
+  std::map<std::string, std::vector<int64_t>> other;
+  for (const auto& item : build_model(more)->named_parameters(/*recurse=*/true))
+    other[item.key()] = item.value().sizes().vec();
+  std::string pattern;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    auto it = other.find(item.key());
+    if (it == other.end() || it->second == item.value().sizes().vec()) continue;
+    std::string escaped;
+    for (char c : item.key()) escaped += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? std::string(1, c)
+                                                                                                  : std::string("\\") + c;
+    pattern += (pattern.empty() ? "^(" : "|") + escaped;
+  }
+  return pattern.empty() ? pattern : pattern + ")$";
+}
+
 // The starting weights: the model dir's latest checkpoint (resume: returns its step and sets
 // `resumed_from`), else train.fine_tune.checkpoint, else model.pretrained, else as built.
 int64_t initialise_weights(const PipelineConfig& config, const std::string& model_dir, Trainee& trainee,
@@ -130,7 +191,12 @@ int64_t initialise_weights(const PipelineConfig& config, const std::string& mode
     return step;
   }
   FineTuneOptions ft = t.fine_tune;
-  if (std::string extra = model_fine_tune_exclude(config); !extra.empty())
+  std::string extra = model_fine_tune_exclude(config);
+  if (ft.classes == "drop") {
+    const std::string classes = class_layers_pattern(config, *trainee.model);
+    extra = extra.empty() ? classes : classes.empty() ? extra : "(" + extra + ")|" + classes;
+  }
+  if (!extra.empty())
     ft.exclude_pattern = ft.exclude_pattern.empty() ? extra : "(" + ft.exclude_pattern + ")|" + extra;
   if (should_fine_tune(ft, model_dir)) {
     FineTuneSummary summary = fine_tune_from_checkpoint(*trainee.model, ft);
@@ -289,21 +355,28 @@ MetricsRecord step_record(const StepHealth::Values& v, double lr, int64_t step, 
 TrainResult train_model(const PipelineConfig& config, const std::string& model_dir) {
   const TrainConfig& t = config.train;
   const at::Device device = resolve_device(config.device);  // before anything slow: a wrong --device fails at once
+  // Also before the model dir is touched: a model too large for this machine is refused with its
+  // size, and a block larger than the memory left fails naming it (engine/memory.h).
+  check_model_fits_in_memory(config, ModelUse::kTraining);
+  guard_cpu_allocations();
   const std::unique_ptr<DirectoryLock> lock = claim_model_dir(config, model_dir);
   dist::DataParallel dp(t.distributed, device);  // one process unless torchrun's variables say otherwise
-  if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
   at::manual_seed(static_cast<uint64_t>(t.seed));
 
-  const InputData data = make_input_data(config, config.train_input, /*training=*/true);
-  DETSEG_CONFIG_CHECK(data.num_classes == config.model.num_classes, location(config.source),
-                      "model.num_classes is ", config.model.num_classes, " but ", config.train_input.annotations,
-                      " defines ", data.num_classes, " categories");
-  Trainee trainee = build_trainee(config, device, dp.world_size());
   CheckpointManagerOptions ckpt_options;
   ckpt_options.model_dir = model_dir;
   ckpt_options.keep = static_cast<int>(t.keep_checkpoints);
   ckpt_options.save_every_steps = t.checkpoint_every;
   CheckpointManager checkpoints(ckpt_options);
+  const std::vector<std::string> class_order = model_class_order(config, model_dir, checkpoints);
+  const InputData data = make_input_data(config, config.train_input, /*training=*/true, class_order);
+  DETSEG_CONFIG_CHECK(data.num_classes == config.model.num_classes, location(config.source), "model.num_classes is ",
+                      config.model.num_classes, " but ", config.train_input.annotations, " defines ", data.num_classes,
+                      " classes", class_order.empty() ? "" : str(" (by name, the model's ", quoted_names(class_order), ")"));
+  check_evaluation_sets(config, data.class_names);
+  check_evaluation_data(config, dp.is_main());  // a bad evaluation image stops the run now, not at its first evaluation
+  Trainee trainee = build_trainee(config, device, dp.world_size());
+  trainee.model->class_names = data.class_names;
   std::string resumed_from;
   int64_t step = initialise_weights(config, model_dir, trainee, checkpoints, resumed_from);
   step = dp.agree_on_step(step);
@@ -333,6 +406,8 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   }
 
   Loader loader = make_train_loader(config, data, *trainee.model, dp, device, step, resumed_from);
+  // Written once every check has passed: a resume refused for a changed config keeps the old file.
+  if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
   std::unique_ptr<MetricsJsonlWriter> metrics;  // only rank 0 writes logs and summaries
   std::unique_ptr<EventWriter> events;
   if (dp.is_main()) {

@@ -55,21 +55,29 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
   std::string line;
   for (long n = 1; std::getline(in, line); ++n) {
     if (line.empty()) continue;
+    const std::string at = location(path, n);
     nlohmann::ordered_json j;
     try {
       j = nlohmann::ordered_json::parse(line);
-      MetricsRecord r;
-      r.step = j.at("step").get<int64_t>();
-      r.time = j.value("time", 0.0);
-      r.split = j.value("split", std::string());
-      for (const auto& [key, value] : j.items()) {
-        if (key == "step" || key == "time" || key == "split") continue;
-        r.values.emplace_back(key, value.is_number() ? value.get<double>() : std::nan(""));
-      }
-      out.push_back(std::move(r));
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(str(location(path, n), "malformed metrics line: ", e.what()));
+    } catch (const nlohmann::json::parse_error& e) {
+      // e.byte: 1-based position of the character that broke the JSON, one past the end when it ran out.
+      DETSEG_CHECK(e.byte <= line.size(), at, "the line ends before its JSON record does (cut short?)");
+      throw Error(str(at, "not a JSON record: unexpected '", line.substr(e.byte - 1, 1), "' at column ", e.byte));
     }
+    DETSEG_CHECK(j.is_object(), at, "expected a JSON object {\"step\": ..., ...}, got a JSON ", j.type_name());
+    DETSEG_CHECK(j.contains("step") && j["step"].is_number_integer(), at,
+                 j.contains("step") ? "\"step\" is not a whole number" : "no \"step\" (each line is one record: {\"step\": N, ...})");
+    DETSEG_CHECK(!j.contains("time") || j["time"].is_number(), at, "\"time\" is not a number");
+    DETSEG_CHECK(!j.contains("split") || j["split"].is_string(), at, "\"split\" is not a string");
+    MetricsRecord r;
+    r.step = j["step"].get<int64_t>();
+    r.time = j.value("time", 0.0);
+    r.split = j.value("split", std::string());
+    for (const auto& [key, value] : j.items()) {
+      if (key == "step" || key == "time" || key == "split") continue;
+      r.values.emplace_back(key, value.is_number() ? value.get<double>() : std::nan(""));
+    }
+    out.push_back(std::move(r));
   }
   return out;
 }

@@ -45,24 +45,49 @@ class BoundedReadAdapter final : public caffe2::serialize::ReadAdapterInterface 
   const std::string& bytes_;
 };
 
+// miniz's reason for refusing an archive, as LibTorch passes it on ("PytorchStreamReader failed
+// reading zip archive: failed finding central directory. This is an internal miniz error..."), in
+// our words.
+std::string zip_failure(const std::string& message) {
+  static const std::pair<const char*, const char*> kReasons[] = {
+      {"not a ZIP archive", "no zip signature: not a zip file"},
+      {"failed finding central directory", "no zip directory at its end: the file is cut short, or not a zip file"},
+      {"file read failed", "an entry lies past the end of the file: the file is cut short"},
+      {"invalid header", "an entry's header is damaged"},
+      {"decompression failed", "an entry's compressed bytes are damaged"},
+      {"CRC-32", "an entry's checksum does not match its bytes"},
+      {"unexpected decompressed size", "an entry's size does not match the zip directory"},
+      {"not in a subdirectory", "its entries are not under one top folder, as torch.save writes them"},
+      {"unsupported", "it uses a zip feature torch.save never writes (encryption, several disks)"},
+  };
+  for (const auto& [library, ours] : kReasons)
+    if (message.find(library) != std::string::npos) return ours;
+  return "its zip structure is damaged";
+}
+
 // ---- the zip container: LibTorch's own reader (stored or deflated entries, zip64). Names are
 // relative to the archive's top folder, whatever torch.save named it. Its c10::Errors carry a C++
 // backtrace; they become one-line detseg::Errors naming the file.
 class ZipRecords {
  public:
   ZipRecords(const std::string& bytes, std::string what) : what_(std::move(what)), archive_bytes_(bytes.size()) {
-    guard("not a zip archive, or truncated", [&] {
+    // The smallest zip file is its 22-byte end record.
+    if (bytes.size() < 22)
+      throw Error(str(what_, ": truncated or not a torch.save zip file (",
+                      bytes.empty() ? std::string("an empty file") : str("only ", bytes.size(), " bytes"),
+                      "; a zip file holds at least 22)"));
+    guard("truncated or not a torch.save zip file", [&] {
       reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::make_shared<BoundedReadAdapter>(bytes));
     });
   }
   bool has(const std::string& name) {
     bool found = false;
-    guard("damaged zip archive", [&] { found = reader_->hasRecord(name); });
+    guard("damaged torch.save zip file", [&] { found = reader_->hasRecord(name); });
     return found;
   }
   size_t size(const std::string& name) {
     size_t n = 0;
-    guard("damaged zip archive", [&] {
+    guard("damaged torch.save zip file", [&] {
       if (!reader_->hasRecord(name)) throw Error(str(what_, ": zip entry '", name, "' missing"));
       n = reader_->getRecordSize(name);
     });
@@ -75,7 +100,7 @@ class ZipRecords {
   }
   // Copies entry `name` (exactly `n` bytes) into dst.
   void read_into(const std::string& name, void* dst, size_t n) {
-    guard("damaged zip archive", [&] { reader_->getRecord(name, dst, n); });
+    guard("damaged torch.save zip file", [&] { reader_->getRecord(name, dst, n); });
   }
   std::string read(const std::string& name) {
     std::string out(size(name), '\0');
@@ -89,8 +114,7 @@ class ZipRecords {
     try {
       f();
     } catch (const c10::Error& e) {
-      const std::string msg = e.what_without_backtrace();
-      throw Error(str(what_, ": ", what, " (", msg.substr(0, msg.find('\n')), ")"));
+      throw Error(str(what_, ": ", what, " (", zip_failure(e.what_without_backtrace()), ")"));
     }
   }
   std::string what_;

@@ -80,6 +80,11 @@ class ModelImpl : public torch::nn::Module {
   // export). detseg's names are torchvision's unless a model says otherwise.
   virtual std::string torchvision_name(const std::string& name) const { return name; }
 
+  // The classes this model's outputs stand for, in label order: its training data's names, kept
+  // in every checkpoint and export. Data is matched to them by name wherever a model meets data
+  // (evaluation, resume, fine-tuning). Empty: not known (a checkpoint written without them).
+  std::vector<std::string> class_names;
+
  private:
   int64_t step_ = 0;
 };

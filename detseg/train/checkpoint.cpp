@@ -187,6 +187,17 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt,
   out.commit();
 }
 
+std::vector<std::string> checkpoint_class_names(const std::string& path) {
+  const nlohmann::json meta = nlohmann::json::parse(read_checkpoint_metadata(path), nullptr, /*allow_exceptions=*/false);
+  std::vector<std::string> names;
+  if (!meta.is_object() || !meta.contains("class_names") || !meta["class_names"].is_array()) return names;
+  for (const auto& name : meta["class_names"]) {
+    DETSEG_CHECK(name.is_string(), path, ": metadata class_names holds a non-string");
+    names.push_back(name.get<std::string>());
+  }
+  return names;
+}
+
 std::string read_checkpoint_metadata(const std::string& path) {
   DETSEG_CHECK(!is_directory(path), path, ": is a folder, expected a checkpoint file");
   std::ifstream in(path, std::ios::binary);

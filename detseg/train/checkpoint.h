@@ -43,6 +43,9 @@ Checkpoint read_checkpoint(const std::string& path);
 // the file when it is not a checkpoint or its header is cut short or not JSON; the weights' CRC is
 // checked only by read_checkpoint.
 std::string read_checkpoint_metadata(const std::string& path);
+// The class names `detseg train` stored in a checkpoint's metadata, in label order; empty when the
+// metadata has none (a checkpoint written by an older detseg or by the API without them).
+std::vector<std::string> checkpoint_class_names(const std::string& path);
 // True when the file starts with the checkpoint magic (cheap sniffing, no validation).
 bool is_checkpoint_file(const std::string& path);
 

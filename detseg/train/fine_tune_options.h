@@ -29,6 +29,12 @@ struct FineTuneOptions {
   bool skip_mismatched = false;  // a shape mismatch: skip or Error
   std::string pth_key;           // for .pth files, see read_pth_state_dict
   bool use_ema = false;          // for .dsckpt files: the EMA weights when present
+  // A checkpoint of ours names its classes. When its class layers are loaded (detection,
+  // all_variables), the training data's classes meet them by name: "match" needs the same classes
+  // (any order; training adopts the checkpoint's order so the class rows line up), "drop" starts
+  // the class layers afresh (any classes). class_map renames ours to theirs first: "car=vehicle".
+  std::string classes = "match";
+  std::vector<std::string> class_map;
 };
 
 }  // namespace detseg

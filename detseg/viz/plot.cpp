@@ -288,20 +288,21 @@ std::vector<std::string> plot_run(const std::string& run_dir, const std::string&
                "); is this a model dir written by `detseg train` or `detseg eval --continuous`?");
   const auto charts = render_run_charts(records, options);
   DETSEG_CHECK(!charts.empty(), run_dir, ": the metrics logs hold no values to plot (", records.size(), " records)");
+  // No chart replaces a log it was drawn from (--out pointing into the logs, a chart name linked to one).
+  const std::vector<CommandInput> inputs = {{train_log, "the training metrics log"},
+                                            {eval_log, "the evaluation metrics log"}};
+  check_output_is_not_an_input(out_dir, "--out", inputs);
+  DETSEG_CONFIG_CHECK(!file_exists(out_dir) || is_directory(out_dir), "--out ", out_dir, ": is a file; give a folder");
+  std::vector<std::string> paths;
+  for (const auto& chart : charts) paths.push_back(out_dir + "/" + chart.first + ".png");
+  check_outputs_are_not_inputs(paths, "--out", inputs);
   make_directories(out_dir);
-  std::vector<std::string> written;
-  for (const auto& [name, image] : charts) {
-    const std::string path = out_dir + "/" + name + ".png";
-    bool ok = false;
-    try {
-      ok = cv::imwrite(path, image);
-    } catch (const cv::Exception& e) {
-      throw Error(str(path, ": cannot write the chart: ", e.what()));
-    }
-    DETSEG_CHECK(ok, path, ": cannot write the chart");
-    written.push_back(path);
+  for (size_t i = 0; i < charts.size(); ++i) {
+    std::vector<uchar> png;
+    DETSEG_CHECK(cv::imencode(".png", charts[i].second, png), paths[i], ": the chart could not be encoded as PNG");
+    write_file_atomic(paths[i], std::string(png.begin(), png.end()), Durability::kAtomicOnly);
   }
-  return written;
+  return paths;
 }
 
 }  // namespace detseg

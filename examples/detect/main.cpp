@@ -5,7 +5,7 @@
 //   (.dsckpt) with the CONFIG it was trained with. THRESHOLD defaults to 0.3.
 #include <detseg/api/inference.h>
 #include <detseg/core/error.h>
-#include <opencv2/imgcodecs.hpp>
+#include <detseg/data/image_codec.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,11 +21,9 @@ int main(int argc, char** argv) {
   const double threshold = argc > 4 ? std::atof(argv[4]) : 0.3;
   try {
     const detseg::Detector detector(argv[1], options);
-    const cv::Mat image = cv::imread(argv[2], cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);  // as detseg reads images
-    if (image.empty()) {
-      std::fprintf(stderr, "detect: %s: cannot read the image\n", argv[2]);
-      return 1;
-    }
+    // detseg's own decoding (upright by its EXIF orientation, damage told in one line): the pixels
+    // `detseg predict` and training see. Throws detseg::Error naming the file when it is unusable.
+    const cv::Mat image = detseg::read_image_bgr(argv[2]);
     for (const detseg::Detection& d : detector.detect(image)) {
       if (d.score < threshold) continue;
       std::printf("%s %.4f %.1f %.1f %.1f %.1f\n", d.class_name.c_str(), d.score, d.x1, d.y1, d.x2, d.y2);

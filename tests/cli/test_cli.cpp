@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -176,4 +178,54 @@ TEST(Cli, InfoResolvedPrintsTheMergedConfig) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("info: --resolved and --config go together"), std::string::npos) << r.output;
   fs::remove_all(dir);
+}
+
+// Hostile YAML ends at once in one line (exit 2): a 306-byte alias bomb ("billion laughs": 9^9
+// nodes once expanded) ran for hours and a 50 MB list took 4.4 GB before the bounds.
+TEST(Cli, YamlAliasBombAndOversizedConfigAreRefusedInOneLine) {
+  std::string bomb = "a: &a [x,x,x,x,x,x,x,x,x]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int k = 0; k < 9; ++k) bomb += std::string(k ? "," : "") + "*" + static_cast<char>(c - 1);
+    bomb += "]\n";
+  }
+  const std::string path = write_temp("bomb.yaml", bomb);
+  auto t0 = std::chrono::steady_clock::now();
+  CliRun r = run("info --config " + path + " --resolved");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output, "detseg: error: " + path + ": YAML aliases expand to more than 1000000 nodes (an alias bomb?)\n");
+  EXPECT_LT(seconds, 2.0);
+  // The same value through --set names the --set.
+  r = run("info --config " + std::string(DETSEG_SOURCE_DIR) +
+          "/configs/demo/retinanet_r18_bccd.yaml --resolved --set 'model.pixel_mean=[&a [1,1,1,1,1,1,1,1,1], "
+          "&b [*a,*a,*a,*a,*a,*a,*a,*a,*a], &c [*b,*b,*b,*b,*b,*b,*b,*b,*b], &d [*c,*c,*c,*c,*c,*c,*c,*c,*c], "
+          "&e [*d,*d,*d,*d,*d,*d,*d,*d,*d], &f [*e,*e,*e,*e,*e,*e,*e,*e,*e], &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]]'");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("detseg: error: --set model.pixel_mean=[&a [1,", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("]: YAML aliases expand to more than 1000000 nodes (an alias bomb?)\n"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  // A config file over 1 MiB is refused unread.
+  const std::string big = write_temp("big.yaml", "model: {num_classes: 3}\n# " + std::string(1 << 20, 'x') + "\n");
+  t0 = std::chrono::steady_clock::now();
+  r = run("info --config " + big + " --resolved");
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output, "detseg: error: " + big + ": " + std::to_string(fs::file_size(big)) +
+                          " bytes, more than the 1 MiB (1048576 bytes) detseg reads from a YAML file\n");
+  EXPECT_LT(seconds, 2.0);
+}
+
+// A bad --set value is blamed on that --set, whole, not on the config file.
+TEST(Cli, SetErrorsNameTheSet) {
+  const std::string demo = std::string(DETSEG_SOURCE_DIR) + "/configs/demo/retinanet_r18_bccd.yaml";
+  CliRun r = run("info --config " + demo + " --resolved --set train.batch_size=four");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output,
+            "detseg: error: --set train.batch_size=four: train.batch_size: expected an integer in [1, 4096], got \"four\"\n");
+  r = run("info --config " + demo + " --resolved --set model.min_dimension=999");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output, "detseg: error: --set model.min_dimension=999: model.min_dimension (999) must not exceed "
+                      "model.max_dimension (352)\n");
 }

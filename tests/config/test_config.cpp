@@ -92,7 +92,7 @@ TEST(Config, Overrides) {
   // A path given on the command line is relative to the working directory, not the config.
   EXPECT_EQ(c.train_input.annotations, "other.json");
   EXPECT_EQ(error_of(kMinimal, {"train.batch_size=four"}),
-            "--set train.batch_size: train.batch_size: expected an integer in [1, 4096], got \"four\"");
+            "--set train.batch_size=four: train.batch_size: expected an integer in [1, 4096], got \"four\"");
   EXPECT_NE(error_of(kMinimal, {"train.bacth_size=4"}).find("train.bacth_size: unknown key"), std::string::npos);
   EXPECT_NE(error_of(kMinimal, {"nonsense"}).find("expected key.path=value"), std::string::npos);
 }
@@ -307,31 +307,32 @@ TEST(Config, PretrainedUrlOrPathAndItsHash) {
   EXPECT_EQ(error_of(yaml), "configs/x.yaml:4: model.pretrained_sha256: expected 8 to 64 hex digits (a SHA-256 or "
                             "its start), got \"0676ba6x\"");
   EXPECT_EQ(error_of(kMinimal, {"model.pretrained=https://example.org/weights.pth"}),
-            "configs/x.yaml: model.pretrained_sha256: required for https://example.org/weights.pth (its file name "
+            "--set model.pretrained=https://example.org/weights.pth: model.pretrained_sha256: required for "
+            "https://example.org/weights.pth (its file name "
             "carries no -<hash>. as torchvision's do): the file's SHA-256, or its first 8+ hex digits");
   EXPECT_EQ(error_of(kMinimal, {"model.pretrained_sha256=0676ba61"}),
-            "configs/x.yaml: model.pretrained_sha256 is set but model.pretrained is empty");
+            "--set model.pretrained_sha256=0676ba61: model.pretrained_sha256 is set but model.pretrained is empty");
   EXPECT_EQ(error_of(kMinimal, {"model.pretrained=s3://bucket/resnet50-0676ba61.pth"}),
-            "configs/x.yaml: model.pretrained: s3://bucket/resnet50-0676ba61.pth: unsupported URL scheme 's3' (http, "
-            "https or file)");
+            "--set model.pretrained=s3://bucket/resnet50-0676ba61.pth: model.pretrained: "
+            "s3://bucket/resnet50-0676ba61.pth: unsupported URL scheme 's3' (http, https or file)");
 }
 
 TEST(Config, EmptyListsAreRefusedByTheirKey) {
   EXPECT_EQ(error_of(kMinimal, {"model.aspect_ratios=[]"}),
-            "--set model.aspect_ratios: model.aspect_ratios: expected a list of 1 to 16 values, got 0");
+            "--set model.aspect_ratios=[]: model.aspect_ratios: expected a list of 1 to 16 values, got 0");
   std::string yaml = std::string(kMinimal) + "  \n";
   yaml.replace(yaml.find("model:\n"), 7, "model:\n  pixel_mean: [0.5, 0.5]\n");
   EXPECT_EQ(error_of(yaml), "configs/x.yaml:2: model.pixel_mean: expected a list of 3 values, got 2");
   EXPECT_EQ(error_of(kMinimal, {"model.faster_rcnn.first_stage_anchor_scales=[]"}),
-            "--set model.faster_rcnn.first_stage_anchor_scales: model.faster_rcnn.first_stage_anchor_scales: "
+            "--set model.faster_rcnn.first_stage_anchor_scales=[]: model.faster_rcnn.first_stage_anchor_scales: "
             "expected a list of 1 to 16 values, got 0");
   EXPECT_EQ(error_of(kMinimal, {"model.deeplab.eval_scales=[]"}),
-            "--set model.deeplab.eval_scales: model.deeplab.eval_scales: expected a list of 1 to 16 values, got 0");
+            "--set model.deeplab.eval_scales=[]: model.deeplab.eval_scales: expected a list of 1 to 16 values, got 0");
 }
 
 TEST(Config, EmptyValueIsAnErrorNotTheDefault) {
   EXPECT_EQ(error_of(kMinimal, {"train.num_steps="}),
-            "--set train.num_steps: train.num_steps: expected a value (remove the key to keep the default), got nothing");
+            "--set train.num_steps=: train.num_steps: expected a value (remove the key to keep the default), got nothing");
   std::string yaml = kMinimal;
   yaml.replace(yaml.find("batch_size: 4"), 13, "batch_size:");
   EXPECT_EQ(error_of(yaml),
@@ -430,7 +431,7 @@ TEST(Config, EvalInputsAreNamedSectionsInFileOrder) {
   EXPECT_EQ(c.eval.on_train, 7);
   // Each set's keys are checked like eval_input's, with the set's name in the key path.
   EXPECT_NE(error_of(yaml, {"eval_inputs.val.max_imgs=3"})
-                .find("--set eval_inputs.val.max_imgs: eval_inputs.val.max_imgs: unknown key"),
+                .find("--set eval_inputs.val.max_imgs=3: eval_inputs.val.max_imgs: unknown key"),
             std::string::npos);
   EXPECT_NE(error_of(std::string(kMinimal) + "eval_inputs:\n  \"a b\": {annotations: x.json}\n")
                 .find("eval_inputs.a b: a set name uses letters, digits, '_' and '-'"),

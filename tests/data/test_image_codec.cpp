@@ -1,10 +1,14 @@
-// Implements: tests of the torch-free label-PNG decoder and label-value check (data/image_codec.h)
-// on CamVid and on tiny bad files; also built without LibTorch under the sanitizers (fuzz/).
+// Implements: tests of the torch-free image decoding (data/image_codec.h): the one decode path's
+// pixels against OpenCV's, the EXIF orientation, damaged JPEG/PNG/BMP/PNM files told in our words,
+// the label-PNG decoder and label-value check; also built without LibTorch under the sanitizers (fuzz/).
 #include <gtest/gtest.h>
 
 #include <opencv2/imgcodecs.hpp>
 
+#include <map>
+
 #include "data_test_files.h"
+#include "image_test_files.h"
 #include "detseg/core/files.h"
 #include "detseg/data/image_codec.h"
 
@@ -40,13 +44,13 @@ TEST(ImageCodec, DecodesCamVidAndRejectsWhatIsNoLabelMap) {
 }
 
 TEST(ImageCodec, ValuesMapVoidToIgnoreAndNameTheFirstBadPixel) {
-  LabelImage label{2, 3, {0, 1, 11, 255, 2, 3}};
+  LabelImage label{2, 3, {0, 1, 11, 255, 2, 3}, ""};
   LabelValues(4, {11}).apply(label, "x.png");
   EXPECT_EQ(label.pixels, (std::vector<uint8_t>{0, 1, 255, 255, 2, 3}));
-  LabelImage bad{2, 3, {0, 1, 2, 3, 4, 0}};
+  LabelImage bad{2, 3, {0, 1, 2, 3, 4, 0}, ""};
   const std::string msg = error_of([&] { LabelValues(4, {}).apply(bad, "y.png"); });
   EXPECT_NE(msg.find("y.png: pixel value 4 at (x=1, y=1) is not a class id < 4 nor void/ignore"), std::string::npos) << msg;
-  LabelImage any{1, 2, {200, 7}};
+  LabelImage any{1, 2, {200, 7}, ""};
   LabelValues(0, {}).apply(any, "z.png");  // num_classes 0: any value
   EXPECT_EQ(any.pixels, (std::vector<uint8_t>{200, 7}));
   EXPECT_NE(error_of([] { LabelValues(4, {256}); }).find("void value must be in 0..255, got 256"), std::string::npos);
@@ -147,4 +151,211 @@ TEST(ImageCodec, JpegHeaderScanSkipsGarbageAsLibjpegDoes) {
   EXPECT_EQ(w, 640);
   EXPECT_EQ(h, 480);
   EXPECT_NO_THROW(check_image_size(real, "real.jpg"));
+}
+
+// ---- the one decode path (decode_image_file): pixels, EXIF orientation, damaged files
+
+namespace {
+
+cv::Mat opencv_decode(const std::string& bytes, int flags = cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION) {
+  return cv::imdecode(std::vector<uchar>(bytes.begin(), bytes.end()), flags);
+}
+
+bool same_pixels(const cv::Mat& a, const cv::Mat& b) {
+  return a.size() == b.size() && a.type() == b.type() && cv::norm(a, b, cv::NORM_INF) == 0;
+}
+
+// Decodes with stderr captured: libjpeg's and libpng's own text must never reach it.
+DecodedImage quiet_decode(const std::string& bytes, const std::string& name) {
+  ::testing::internal::CaptureStderr();
+  DecodedImage d = decode_image_file(bytes, name);
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(printed, "") << name;
+  return d;
+}
+
+}  // namespace
+
+// libjpeg and libpng driven directly give OpenCV's pixels (IMREAD_COLOR, orientation ignored).
+TEST(ImageDecode, PixelsAreOpenCvsForEveryFormat) {
+  const cv::Mat pattern = datatest::test_pattern(37, 23);
+  cv::Mat rgba, gray, deep;  // (core only: the sanitized build links no imgproc)
+  std::vector<cv::Mat> planes;
+  cv::split(pattern, planes);
+  planes.push_back(cv::Mat(pattern.size(), CV_8UC1));
+  planes[3].forEach<uchar>([](uchar& p, const int* at) { p = static_cast<uchar>(at[1] * 7); });
+  cv::merge(planes, rgba);
+  gray = planes[1];
+  pattern.convertTo(deep, CV_16UC3, 257.0);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"demo.jpg", read_file(std::string(DETSEG_SOURCE_DIR) + "/assets/demo/images/BloodImage_00000.jpg")},
+      {"pattern.jpg", datatest::jpeg_bytes(pattern)},
+      {"gray.jpg", datatest::jpeg_bytes(gray)},
+      {"progressive.jpg", datatest::encoded(".jpg", pattern, {cv::IMWRITE_JPEG_PROGRESSIVE, 1})},
+      {"pattern.png", datatest::encoded(".png", pattern)},
+      {"rgba.png", datatest::encoded(".png", rgba)},
+      {"gray.png", datatest::encoded(".png", gray)},
+      {"deep.png", datatest::encoded(".png", deep)},
+      {"pattern.bmp", datatest::encoded(".bmp", pattern)},
+      {"pattern.ppm", datatest::encoded(".ppm", pattern)},
+  };
+  for (const auto& [name, bytes] : files) {
+    const DecodedImage d = quiet_decode(bytes, name);
+    EXPECT_EQ(d.error, "") << name;
+    EXPECT_EQ(d.warning, "") << name;
+    EXPECT_EQ(d.orientation, 1) << name;
+    EXPECT_TRUE(same_pixels(d.bgr, opencv_decode(bytes))) << name;
+    EXPECT_EQ(d.stored_width, d.bgr.cols) << name;
+  }
+}
+
+// The ecosystem's convention (PIL's exif_transpose, OpenCV's IMREAD_COLOR): the pixels are turned
+// upright by the EXIF Orientation tag before anything else sees them.
+TEST(ImageDecode, ExifOrientationTurnsJpegsUpright) {
+  const std::string plain_bytes = datatest::jpeg_bytes(datatest::test_pattern(40, 24));
+  const cv::Mat plain = decode_image_file(plain_bytes, "plain.jpg").bgr;
+  ASSERT_EQ(plain.cols, 40);
+  for (bool big_endian : {false, true}) {
+    for (int k = 1; k <= 8; ++k) {
+      const std::string bytes = datatest::jpeg_with_exif(plain_bytes, k, big_endian);
+      EXPECT_EQ(exif_orientation(bytes), k);
+      const DecodedImage d = quiet_decode(bytes, "turned.jpg");
+      ASSERT_EQ(d.error, "") << k;
+      EXPECT_EQ(d.warning, "") << k;
+      EXPECT_EQ(d.orientation, k);
+      EXPECT_EQ(d.stored_width, 40);
+      EXPECT_EQ(d.stored_height, 24);
+      EXPECT_EQ(d.bgr.cols, k >= 5 ? 24 : 40) << k;
+      // OpenCV's own IMREAD_COLOR applies the tag the same way.
+      EXPECT_TRUE(same_pixels(d.bgr, opencv_decode(bytes, cv::IMREAD_COLOR))) << k << (big_endian ? " MM" : " II");
+    }
+  }
+  cv::Mat turned;
+  cv::rotate(plain, turned, cv::ROTATE_90_CLOCKWISE);
+  EXPECT_TRUE(same_pixels(decode_image_file(datatest::jpeg_with_exif(plain_bytes, 6), "6.jpg").bgr, turned));
+  cv::rotate(plain, turned, cv::ROTATE_90_COUNTERCLOCKWISE);
+  EXPECT_TRUE(same_pixels(decode_image_file(datatest::jpeg_with_exif(plain_bytes, 8), "8.jpg").bgr, turned));
+  cv::rotate(plain, turned, cv::ROTATE_180);
+  EXPECT_TRUE(same_pixels(decode_image_file(datatest::jpeg_with_exif(plain_bytes, 3), "3.jpg").bgr, turned));
+  // The bright block, stored at the top left, is at the top right once a quarter turn clockwise.
+  const cv::Mat six = decode_image_file(datatest::jpeg_with_exif(plain_bytes, 6), "6.jpg").bgr;
+  EXPECT_GT(six.at<cv::Vec3b>(2, 21)[0], 200);
+  EXPECT_LT(six.at<cv::Vec3b>(2, 2)[0], 200);
+}
+
+TEST(ImageDecode, ExifOrientationOfPngsAndLabelMaps) {
+  const cv::Mat pattern = datatest::test_pattern(9, 5);
+  const std::string png = datatest::png_with_exif(datatest::encoded(".png", pattern), 6);
+  EXPECT_EQ(exif_orientation(png), 6);
+  const DecodedImage d = quiet_decode(png, "turned.png");
+  EXPECT_EQ(d.warning, "");  // the chunk's CRC is right, and an eXIf chunk is no problem to libpng
+  cv::Mat turned;
+  cv::rotate(pattern, turned, cv::ROTATE_90_CLOCKWISE);
+  EXPECT_TRUE(same_pixels(d.bgr, turned));
+  EXPECT_TRUE(same_pixels(d.bgr, opencv_decode(png, cv::IMREAD_COLOR)));  // OpenCV's IMREAD_COLOR reads eXIf too
+  // A label map is turned as its image is.
+  cv::Mat ids(2, 3, CV_8UC1);
+  for (int i = 0; i < 6; ++i) ids.data[i] = static_cast<uchar>(i);
+  const LabelImage label = decode_label_png(datatest::png_with_exif(datatest::encoded(".png", ids), 8), "l.png");
+  ASSERT_EQ(label.height, 3);
+  ASSERT_EQ(label.width, 2);
+  // Stored rows (0 1 2 / 3 4 5) a quarter turn counter-clockwise: (2 5 / 1 4 / 0 3).
+  EXPECT_EQ(label.pixels, (std::vector<uint8_t>{2, 5, 1, 4, 0, 3}));
+}
+
+TEST(ImageDecode, ExifParserTakesTheFirstExifSegmentAndStaysInBounds) {
+  const std::string plain = datatest::jpeg_bytes(datatest::test_pattern(16, 16));
+  // An XMP APP1 first is not EXIF; of two EXIF segments the first decides (PIL, OpenCV).
+  std::string xmp = "http://ns.adobe.com/xap/1.0/" + std::string(1, '\0') + "<x/>";
+  std::string with_xmp = plain.substr(0, 2) + "\xFF\xE1" + static_cast<char>(0) + static_cast<char>(xmp.size() + 2) + xmp +
+                         plain.substr(2);
+  EXPECT_EQ(exif_orientation(datatest::jpeg_with_exif(with_xmp, 6)), 6);
+  EXPECT_EQ(exif_orientation(datatest::jpeg_with_exif(datatest::jpeg_with_exif(plain, 3), 8)), 8);
+  EXPECT_EQ(exif_orientation(datatest::jpeg_with_exif(plain, 9)), 1);  // out of range: upright
+  EXPECT_EQ(exif_orientation(datatest::jpeg_with_exif(plain, 0)), 1);
+  EXPECT_EQ(exif_orientation(plain), 1);
+  // Every prefix of a file with the tag reads in bounds (ASan build) and gives the tag or nothing.
+  const std::string tagged = datatest::jpeg_with_exif(plain, 5, true);
+  for (size_t n = 0; n <= 80; ++n) {
+    const int k = exif_orientation(tagged.substr(0, n));
+    EXPECT_TRUE(k == 5 || k == 1) << n;
+  }
+  EXPECT_EQ(exif_orientation(tagged.substr(0, 60)), 5);
+  const std::string png = datatest::png_with_exif(datatest::encoded(".png", datatest::test_pattern(3, 3)), 7);
+  for (size_t n = 0; n <= 100; ++n) {
+    const int k = exif_orientation(png.substr(0, n));
+    EXPECT_TRUE(k == 7 || k == 1) << n;
+  }
+}
+
+// "Decodable means usable": a JPEG without its end marker decodes completely (libjpeg, PIL and
+// OpenCV read it), so it is used, with one warning of ours; libjpeg's "Premature end of JPEG
+// file" never reaches stderr.
+TEST(ImageDecode, JpegWithoutEndMarkerIsUsedWithOneWarningOfOurs) {
+  const std::string full = datatest::jpeg_bytes(datatest::test_pattern(64, 48));
+  const DecodedImage d = quiet_decode(datatest::without_end_marker(full), "no_eoi.jpg");
+  EXPECT_EQ(d.error, "");
+  EXPECT_EQ(d.warning, "no_eoi.jpg: JPEG ends without its end-of-image marker; every row was decoded, and the image is used");
+  EXPECT_TRUE(same_pixels(d.bgr, decode_image_file(full, "full.jpg").bgr));
+  EXPECT_NO_THROW(check_encoded_image(datatest::without_end_marker(full), "no_eoi.jpg"));
+}
+
+// A JPEG whose data stops early: its missing rows are grey. Up to 5% of the rows lost, it is used
+// with a warning saying how much; beyond, it is undecodable.
+TEST(ImageDecode, TruncatedJpegIsUsedWhenLittleIsLostAndRefusedOtherwise) {
+  const cv::Mat pattern = datatest::test_pattern(64, 640);
+  const std::string full = datatest::jpeg_bytes(pattern);
+  const cv::Mat whole = decode_image_file(full, "whole.jpg").bgr;
+  // OpenCV writes 4:2:0, so an iMCU row is 16 pixel rows: 40 of them. Cut ever more bytes off the
+  // end and look at the first cut that loses the last row, then the last two (5%), then three.
+  std::map<int, DecodedImage> first_at_loss;  // lost iMCU rows -> decode
+  for (size_t cut = 3; cut < full.size() / 4 && first_at_loss.size() < 3; ++cut) {
+    DecodedImage d = quiet_decode(full.substr(0, full.size() - cut), "cut.jpg");
+    const std::string& said = d.error.empty() ? d.warning : d.error;
+    const size_t at = said.find("its data stops at row ");
+    ASSERT_NE(at, std::string::npos) << cut << ": " << said;
+    const int row = std::stoi(said.substr(at + 22));
+    first_at_loss.emplace((640 - row) / 16, std::move(d));
+  }
+  ASSERT_EQ(first_at_loss.size(), 3u);
+  const DecodedImage& one = first_at_loss.at(1);
+  EXPECT_EQ(one.warning, "cut.jpg: truncated JPEG: its data stops at row 624 of 640; the 16 rows below (2.5%) are filled in "
+                         "grey, and the image is used");
+  EXPECT_TRUE(same_pixels(one.bgr.rowRange(0, 600), whole.rowRange(0, 600)));
+  const DecodedImage& two = first_at_loss.at(2);  // 5.0%: still used
+  EXPECT_EQ(two.error, "");
+  EXPECT_EQ(two.warning, "cut.jpg: truncated JPEG: its data stops at row 608 of 640; the 32 rows below (5.0%) are filled in "
+                         "grey, and the image is used");
+  const cv::Mat tail = two.bgr.rowRange(626, 640);
+  EXPECT_EQ(cv::norm(tail, cv::Mat(tail.size(), CV_8UC3, cv::Scalar(128, 128, 128)), cv::NORM_INF), 0);  // libjpeg's grey
+  const DecodedImage& three = first_at_loss.at(3);
+  EXPECT_TRUE(three.bgr.empty());
+  EXPECT_EQ(three.error, "cut.jpg: cannot decode image (truncated JPEG: its data stops at row 592 of 640: 7.5% of its rows "
+                         "are missing, more than 5%)");
+  const DecodedImage half = quiet_decode(full.substr(0, full.size() / 2), "half.jpg");
+  EXPECT_TRUE(half.bgr.empty());
+  EXPECT_EQ(half.warning, "");
+  EXPECT_EQ(half.error.find("half.jpg: cannot decode image (truncated JPEG: its data stops at row "), 0u) << half.error;
+  const DecodedImage header_only = quiet_decode(full.substr(0, 200), "head.jpg");
+  EXPECT_EQ(header_only.error.find("head.jpg: cannot decode image (truncated JPEG"), 0u) << header_only.error;
+}
+
+TEST(ImageDecode, DamagedPngBmpAndPnmAreOneLineOfOurs) {
+  const cv::Mat pattern = datatest::test_pattern(20, 12);
+  const std::string png = datatest::encoded(".png", pattern);
+  // All rows there, the IEND chunk (12 bytes) gone: used, as PIL does.
+  DecodedImage d = quiet_decode(png.substr(0, png.size() - 12), "no_iend.png");
+  EXPECT_EQ(d.error, "");
+  EXPECT_EQ(d.warning.find("no_iend.png: PNG ends early or is damaged after its image data ("), 0u) << d.warning;
+  EXPECT_TRUE(same_pixels(d.bgr, pattern));
+  d = quiet_decode(png.substr(0, png.size() / 2), "half.png");
+  EXPECT_EQ(d.error, "half.png: cannot decode image (corrupt PNG: the file ends early)");
+  const std::string bmp = datatest::encoded(".bmp", pattern);
+  d = quiet_decode(bmp.substr(0, bmp.size() / 2), "half.bmp");
+  EXPECT_EQ(d.error.find("half.bmp: cannot decode image (corrupt BMP file"), 0u) << d.error;
+  const std::string ppm = datatest::encoded(".ppm", pattern);
+  d = quiet_decode(ppm.substr(0, ppm.size() / 2), "half.ppm");
+  EXPECT_EQ(d.error.find("half.ppm: cannot decode image (corrupt PNM file"), 0u) << d.error;
+  d = quiet_decode("not an image", "text.jpg");
+  EXPECT_EQ(d.error, "text.jpg: cannot decode image (not a JPEG, PNG, BMP or PNM file)");
 }

@@ -253,3 +253,105 @@ TEST(Loader, Coco128MasksFollowTheResize) {
     }
   }
 }
+
+// ---- absent examples (a data set's bad_images: skip)
+
+namespace {
+// make(i), or an absent example (no image) for the indices in `absent`.
+Loader::LoadFn with_absent(std::set<int64_t> absent) {
+  return [absent](int64_t i) { return absent.count(i) ? Example() : make(i); };
+}
+
+std::vector<int64_t> ids_of(const std::vector<Batch>& batches) {
+  std::vector<int64_t> ids;
+  for (const Batch& b : batches) ids.insert(ids.end(), b.image_ids.begin(), b.image_ids.end());
+  return ids;
+}
+}  // namespace
+
+// Evaluation: an absent example leaves its batch one smaller; the others keep their shard
+// positions (a sharded evaluation tells the wrap-around repeats by them), and a batch with nothing
+// left is not delivered.
+TEST(Loader, AbsentExamplesLeaveEvaluationBatchesSmaller) {
+  for (int workers : {0, 2}) {
+    LoaderOptions o;
+    o.batch_size = 3;
+    o.shuffle = false;
+    o.num_workers = workers;
+    o.augment.resize = AugmentOptions::Resize::kNone;
+    Loader loader(10, with_absent({1, 2, 6}), o);
+    const std::vector<Batch> batches = drain(loader);
+    ASSERT_EQ(batches.size(), 4u) << workers;
+    EXPECT_EQ(ids_of(batches), (std::vector<int64_t>{1000, 1003, 1004, 1005, 1007, 1008, 1009}));
+    EXPECT_EQ(batches[0].positions, (std::vector<int64_t>{0}));
+    EXPECT_EQ(batches[2].positions, (std::vector<int64_t>{7, 8}));
+    EXPECT_EQ(batches[3].positions, (std::vector<int64_t>{9}));
+    Loader none_first(10, with_absent({0, 1, 2}), o);
+    const std::vector<Batch> rest = drain(none_first);
+    ASSERT_EQ(rest.size(), 3u);  // the first batch had nothing left
+    EXPECT_EQ(rest[0].image_ids.front(), 1003);
+  }
+}
+
+// Training: an absent example's place goes to the next present example of the epoch's order, so
+// batches keep their size; every other example is exactly what it is with nothing absent (same
+// place, same augmentation), whatever the thread count.
+TEST(Loader, AbsentTrainingExamplesAreReplacedAndTheOthersKeepTheirAugmentation) {
+  LoaderOptions o = augmenting(0, 7);
+  o.replace_absent = true;
+  Loader reference_loader(10, make, o);
+  const std::vector<Batch> reference = drain(reference_loader);
+  for (int workers : {0, 3}) {
+    o.num_workers = workers;
+    Loader loader(10, with_absent({4}), o);
+    const std::vector<Batch> batches = drain(loader);
+    ASSERT_EQ(batches.size(), reference.size());
+    int replaced = 0;
+    for (size_t k = 0; k < batches.size(); ++k) {
+      ASSERT_EQ(batches[k].size(), reference[k].size());
+      const auto plan = loader.epoch_plan(batches[k].epoch);
+      for (int64_t b = 0; b < batches[k].size(); ++b) {
+        const int64_t want = reference[k].image_ids[static_cast<size_t>(b)], got = batches[k].image_ids[static_cast<size_t>(b)];
+        if (want != 1004) {
+          EXPECT_EQ(got, want);
+          EXPECT_TRUE(batches[k].images[b].equal(reference[k].images[b])) << "batch " << k << " image " << want;
+          continue;
+        }
+        // The next example in the epoch's order (positions run through the plan's batches).
+        std::vector<int64_t> order;
+        for (const auto& batch : plan) order.insert(order.end(), batch.begin(), batch.end());
+        const auto at = std::find(order.begin(), order.end(), 4) - order.begin();
+        EXPECT_EQ(got, 1000 + order[static_cast<size_t>((at + 1) % static_cast<int64_t>(order.size()))]);
+        ++replaced;
+      }
+    }
+    EXPECT_EQ(replaced, 2);  // once in each of the 2 epochs
+  }
+}
+
+TEST(Loader, NothingLeftToTrainOnIsAnError) {
+  LoaderOptions o = augmenting(1, 3);
+  o.replace_absent = true;
+  Loader loader(4, with_absent({0, 1, 2, 3}), o);
+  Batch b;
+  EXPECT_EQ(error_of([&] { loader.next(b); }),
+            "every image of epoch 0's data (4 images) was left out as unusable (bad_images: skip): nothing left to load");
+}
+
+// A sharded evaluation tells a shard's wrap-around repeats by position * world_size + rank >= n;
+// with an image left out before it, the repeat keeps its position (counting the delivered images
+// would have taken it for a fresh one and scored image 0 twice).
+TEST(Loader, AbsentExamplesKeepTheShardPositionsOfTheOthers) {
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.shuffle = false;
+  o.world_size = 2;
+  o.rank = 1;
+  o.augment.resize = AugmentOptions::Resize::kNone;
+  Loader loader(5, with_absent({1}), o);  // rank 1's shard: indices 1, 3, then 0 (a repeat)
+  const std::vector<Batch> batches = drain(loader);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].image_ids, (std::vector<int64_t>{1003, 1000}));
+  EXPECT_EQ(batches[0].positions, (std::vector<int64_t>{1, 2}));
+  EXPECT_GE(batches[0].positions[1] * o.world_size + o.rank, 5);  // the repeat, told as such
+}

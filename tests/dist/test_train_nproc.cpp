@@ -68,7 +68,7 @@ const fs::path& workdir() {
            "        optimizer: {type: sgd}, schedule: {type: constant, learning_rate: 1.0},\n"
            "        distributed: {timeout_s: 4}}\n"
            "train_input: {annotations: '" << (d / "empty4.json").string() << "', images: '"
-        << DETSEG_SOURCE_DIR << "/assets/demo/images', num_workers: 1}\n"
+        << DETSEG_SOURCE_DIR << "/assets/demo/images', num_workers: 1, require_boxes: false}\n"
         << "eval: {batch_size: 1}\n"
         << "eval_input: {annotations: '" << (d / "ann4.json").string() << "', images: '"
         << DETSEG_SOURCE_DIR << "/assets/demo/images', num_workers: 1}\n";

@@ -130,12 +130,13 @@ TEST(SegEngine, CommandTrainsEvaluatesAndPredicts) {
                 &out),
             0)
       << out;
-  for (const char* name : {"a.png", "a_overlay.png", "a_labels.png", "segmentation.json"})
+  // Named after the input's whole file name (a.png -> a.png.png): a.jpg beside it would not collide.
+  for (const char* name : {"a.png.png", "a.png_overlay.png", "a.png_labels.png", "segmentation.json", "images.json"})
     EXPECT_TRUE(fs::exists(dir / "pred" / name)) << name;
-  const cv::Mat colour = cv::imread((dir / "pred" / "a.png").string(), cv::IMREAD_COLOR);
+  const cv::Mat colour = cv::imread((dir / "pred" / "a.png.png").string(), cv::IMREAD_COLOR);
   EXPECT_EQ(colour.cols, 480);
   EXPECT_EQ(colour.rows, 360);
-  const cv::Mat ids = cv::imread((dir / "pred" / "a_labels.png").string(), cv::IMREAD_UNCHANGED);
+  const cv::Mat ids = cv::imread((dir / "pred" / "a.png_labels.png").string(), cv::IMREAD_UNCHANGED);
   EXPECT_EQ(ids.channels(), 1);
   double max_id = 0;
   cv::minMaxLoc(ids, nullptr, &max_id);

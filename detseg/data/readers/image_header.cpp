@@ -79,7 +79,79 @@ bool pnm_size(const std::string& b, int64_t& width, int64_t& height) {
   return true;
 }
 
+// The Orientation entry of a TIFF header's first IFD (EXIF's layout), either byte order. Every read
+// is bounds-checked against `n`: the bytes come from the file.
+int tiff_orientation(const unsigned char* p, size_t n) {
+  if (n < 8) return 1;
+  bool little;
+  if (p[0] == 'I' && p[1] == 'I' && p[2] == 0x2A && p[3] == 0) little = true;
+  else if (p[0] == 'M' && p[1] == 'M' && p[2] == 0 && p[3] == 0x2A) little = false;
+  else return 1;
+  auto read = [&](size_t at, int bytes) {
+    uint32_t v = 0;
+    for (int i = 0; i < bytes; ++i) {
+      const uint32_t byte = p[at + static_cast<size_t>(little ? bytes - 1 - i : i)];
+      v = (v << 8) | byte;
+    }
+    return v;
+  };
+  const uint32_t ifd = read(4, 4);
+  if (ifd > n - 2) return 1;
+  const uint32_t entries = read(ifd, 2);
+  size_t at = static_cast<size_t>(ifd) + 2;
+  for (uint32_t k = 0; k < entries && at + 12 <= n; ++k, at += 12) {
+    if (read(at, 2) != 0x0112) continue;
+    const uint32_t type = read(at + 2, 2), count = read(at + 4, 4);
+    if (count < 1) return 1;
+    const uint32_t value = type == 3 ? read(at + 8, 2) : type == 4 ? read(at + 8, 4) : 0;  // SHORT, LONG
+    return value >= 1 && value <= 8 ? static_cast<int>(value) : 1;
+  }
+  return 1;
+}
+
+int jpeg_orientation(const std::string& b) {
+  const auto* p = reinterpret_cast<const unsigned char*>(b.data());
+  size_t i = 2;
+  for (;;) {  // the segments before the scan, walked as jpeg_size walks them
+    while (i < b.size() && p[i] != 0xFF) ++i;
+    while (i < b.size() && p[i] == 0xFF) ++i;
+    if (i >= b.size()) return 1;
+    const unsigned marker = p[i++];
+    if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;
+    if (marker == 0xD8 || marker == 0xD9 || marker == 0xDA) return 1;
+    if (i + 2 > b.size()) return 1;
+    const size_t length = big_endian(b, i, 2);
+    if (length < 2) return 1;
+    const size_t start = i + 2, end = std::min(b.size(), i + length);
+    // The first APP1 holding EXIF decides (PIL and OpenCV take the first one too).
+    if (marker == 0xE1 && end >= start + 6 && b.compare(start, 6, std::string("Exif\0\0", 6)) == 0)
+      return tiff_orientation(p + start + 6, end - start - 6);
+    i += length;
+  }
+}
+
+int png_orientation(const std::string& b) {
+  const auto* p = reinterpret_cast<const unsigned char*>(b.data());
+  for (size_t i = 8; i + 8 <= b.size();) {  // chunks: length, type, data, CRC
+    const uint64_t length = big_endian(b, i, 4);
+    const std::string type = b.substr(i + 4, 4);
+    if (type == "IDAT" || type == "IEND") return 1;
+    const size_t start = i + 8;
+    if (type == "eXIf") return tiff_orientation(p + start, static_cast<size_t>(std::min<uint64_t>(length, b.size() - start)));
+    if (length > b.size() - start) return 1;
+    i = start + static_cast<size_t>(length) + 4;
+  }
+  return 1;
+}
+
 }  // namespace
+
+int exif_orientation(const std::string& b) {
+  if (b.size() >= 3 && static_cast<unsigned char>(b[0]) == 0xFF && static_cast<unsigned char>(b[1]) == 0xD8)
+    return jpeg_orientation(b);
+  if (b.size() >= 8 && b.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0) return png_orientation(b);
+  return 1;
+}
 
 bool image_header_size(const std::string& b, int64_t& width, int64_t& height) {
   if (b.size() >= 3 && static_cast<unsigned char>(b[0]) == 0xFF && static_cast<unsigned char>(b[1]) == 0xD8)

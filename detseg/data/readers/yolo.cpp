@@ -11,6 +11,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
+#include "detseg/core/yaml.h"
 #include "detseg/data/readers/image_header.h"
 
 namespace detseg {
@@ -136,10 +137,11 @@ YoloDataset read_yolo(const std::string& data_yaml, const YoloOptions& options) 
                ": not found (expected a YOLO data.yaml with path, train/val and names)");
   YAML::Node root;
   try {
-    root = YAML::Load(read_file(data_yaml));
+    root = YAML::Load(read_yaml_file(data_yaml, YamlErrorKind::kData));
   } catch (const YAML::Exception& e) {
     throw Error(location(data_yaml, e.mark.line + 1, e.mark.column + 1) + "malformed YAML: " + e.msg);
   }
+  check_yaml_expansion(root, data_yaml, YamlErrorKind::kData);  // names and splits are walked below
   DETSEG_CHECK(root.IsMap(), data_yaml, ": expected a mapping with path, train/val and names");
   const fs::path yaml_dir = fs::path(data_yaml).parent_path();
   fs::path image_root = yaml_dir;
@@ -182,6 +184,8 @@ YoloDataset read_yolo(const std::string& data_yaml, const YoloOptions& options) 
     if (!sized && head.size() == (1u << 16)) sized = image_header_size(read_file(images[i].string()), image.width, image.height);
     DETSEG_CHECK(sized && image.width > 0 && image.height > 0,
                  images[i].string(), ": cannot read the image size from its header (JPEG, PNG or BMP expected)");
+    // Ultralytics labels the upright image (its exif_size), and so does detseg's decoder.
+    if (exif_orientation(head) >= 5) std::swap(image.width, image.height);
     out.coco.images.push_back(image);
     const fs::path labels = label_path(images[i]);
     if (fs::exists(labels)) read_labels(labels, static_cast<int64_t>(names.size()), image, next_id, out.coco.annotations);
