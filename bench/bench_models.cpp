@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_timing.h"
+#include "bench/flop_counter.h"
 #include "detseg/core/threads.h"
 #include "detseg/config/config.h"
 #include "detseg/losses/detection_loss.h"
@@ -60,8 +61,26 @@ DenseTargets fake_targets(const detseg::DenseOutputs& out) {
   return {labels, boxes};
 }
 
+// Counts one conv's products by hand against FlopCounter (forward, and both gradients), so a
+// figure of "fraction of peak" rests on a checked count.
+bool flop_counter_checks_out() {
+  const at::Tensor x = at::rand({2, 16, 32, 32}).set_requires_grad(true), w = at::rand({32, 16, 3, 3}).set_requires_grad(true);
+  detseg::bench::FlopCounter counter;
+  at::conv2d(x, w, {}, 1, 1).sum().backward();
+  const double forward = 2.0 * 2 * 32 * 32 * 32 * 16 * 9;
+  return counter.flops() == 3 * forward;
+}
+
+// Counts the convolution and matrix-product FLOPs of `step` (run once more under the counter).
+double step_flops(const std::function<void()>& step) {
+  detseg::bench::FlopCounter counter;
+  step();
+  return counter.flops();
+}
+
 template <typename Net>
-std::pair<Timing, Timing> time_network(Net& net, int64_t size, int iters, bool channels_last, bool train = true) {
+std::pair<Timing, Timing> time_network(Net& net, int64_t size, int iters, bool channels_last, bool train = true,
+                                       double* train_flops = nullptr) {
   auto to_input = [&](at::Tensor x) {
     return channels_last ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
   };
@@ -77,16 +96,15 @@ std::pair<Timing, Timing> time_network(Net& net, int64_t size, int iters, bool c
     at::NoGradGuard g;
     targets = fake_targets(net->forward(train_images));
   }
-  const Timing train_s = !train ? Timing{} : timed(
-      [&] {
-        auto out = net->forward(train_images);
-        auto losses = detseg::detection_loss(out.cls_logits, out.box_regression, targets.labels,
-                                             targets.boxes);
-        sgd.zero_grad();
-        losses.total.backward();
-        sgd.step();
-      },
-      iters);
+  auto step = [&] {
+    auto out = net->forward(train_images);
+    auto losses = detseg::detection_loss(out.cls_logits, out.box_regression, targets.labels, targets.boxes);
+    sgd.zero_grad();
+    losses.total.backward();
+    sgd.step();
+  };
+  const Timing train_s = !train ? Timing{} : timed(step, iters);
+  if (train && train_flops) *train_flops = step_flops(step);
   net->eval();
   const at::Tensor image = to_input(at::rand({1, 3, size, size}));
   at::NoGradGuard g;
@@ -182,7 +200,8 @@ int main(int argc, char** argv) {
 
   detseg::RetinaNetNetwork retina(detseg::RetinaNetNetworkOptions(91).depth(50));
   detseg::to_fast_weight_layout(retina->parameters());  // as the engine does (DETSEG_CHANNELS_LAST=0: off)
-  const auto [r_train, r_infer] = time_network(retina, 320, iters, channels_last, train);
+  double r_flops = 0;
+  const auto [r_train, r_infer] = time_network(retina, 320, iters, channels_last, train, &r_flops);
   const Timing r_full = time_full_detect(iters);
   const double r_rss = peak_rss_mb();
 
@@ -206,6 +225,16 @@ int main(int argc, char** argv) {
   row("retinanet_r50_fpn 320 full inference (batch 1)", r_full, "infer_s");
   std::printf("%-46s %9.0f MB   %s\n", "peak RSS after RetinaNet", r_rss,
               tv.contains("peak_rss_mb") ? (std::to_string(static_cast<int>(tv["peak_rss_mb"].get<double>())) + " MB").c_str() : "-");
+
+  // How much of the machine the step uses: its convolution and matrix-product FLOPs over its wall
+  // time, against the sgemm peak on the same threads (the same kernels' ceiling).
+  if (train) {
+    const double peak = detseg::bench::gemm_peak_gflops();
+    const double achieved = r_flops / r_train.wall / 1e9;
+    std::printf("%-46s %.1f GFLOP/step, %.1f GFLOP/s = %.0f%% of the %.1f GFLOP/s sgemm peak on %d threads%s\n",
+                "retinanet_r50_fpn 320 train step, achieved", r_flops / 1e9, achieved, 100 * achieved / peak, peak,
+                threads, flop_counter_checks_out() ? "" : " (FLOP COUNT UNCHECKED: the conv self-check failed)");
+  }
 
   detseg::EfficientDetNetwork d0(detseg::EfficientDetNetworkOptions(0, 90));
   detseg::to_fast_weight_layout(d0->parameters());

@@ -11,7 +11,7 @@ int hardware_threads();
 int current_threads();
 // How many distinct threads an at::parallel_for compiled in the library runs its chunks on now:
 // current_threads() when the library was built with OpenMP as it must be (CMakeLists.txt), 1 when
-// ATen's inline parallel loops silently fell back to serial (sessions 1-6 shipped that way).
+// ATen's inline parallel loops silently fell back to serial (detseg builds before 2026-12-03 shipped that way).
 int threads_reached_by_parallel_for();
 
 }  // namespace detseg
