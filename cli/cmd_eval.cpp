@@ -117,6 +117,14 @@ int run_eval(const EvalArgs& args) {
     write_file_atomic(path, report.detections);
     print_output(str(report.num_detections, " detections (COCO results format) written to ", path, "\n"));
   }
+  // The evaluation pictures (eval.pictures): PR curves, confusion matrix, AP by size, the worst images.
+  for (const EvalReport& report : reports) {
+    if (!report.analysis) continue;
+    const std::vector<std::string> written = write_report_pictures(report, model_dir + "/eval");
+    if (!written.empty())
+      print_output(str("evaluation pictures (", written.size(), " files) written to ",
+                       pictures_dir(model_dir + "/eval", report), "/\n"));
+  }
   return 0;
 }
 

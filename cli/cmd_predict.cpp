@@ -1,4 +1,5 @@
-// Implements: `detseg predict`: detections JSON and drawings, or label-map PNGs, for an image or a folder.
+// Implements: `detseg predict`: detections JSON and drawings, or label-map PNGs, for an image or a folder;
+// detections JSON Lines and the annotated video for a video file, camera or stream.
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -29,11 +30,21 @@ int run_predict(const PredictArgs& args) {
   options.input = args.input;
   options.output = args.output;
   options.score_threshold = args.score_threshold;
+  options.batch = args.batch;
+  options.every_nth_frame = args.every_nth_frame;
+  // --tile and --tile-overlap set the config's keys, so an exported model's config takes them too.
+  if (args.tile >= 0) config.postprocess.tile_size = args.tile;
+  if (args.tile_overlap >= 0) config.postprocess.tile_overlap = args.tile_overlap;
   check_model_fits_in_memory(config, ModelUse::kInference);
+  const bool video = is_video_input(options.input);
   int64_t n = predict_images(config, options);
-  std::printf("predicted %lld images into %s (detections.json or segmentation.json, images.json, and PNGs per image)\n",
-              static_cast<long long>(n),
-              args.output.c_str());
+  if (video) {
+    std::printf("predicted %lld frames of %s into %s (detections.jsonl, annotated.mp4)\n", static_cast<long long>(n),
+                args.input.c_str(), args.output.c_str());
+  } else {
+    std::printf("predicted %lld images into %s (detections.json or segmentation.json, images.json, and PNGs per image)\n",
+                static_cast<long long>(n), args.output.c_str());
+  }
   return 0;
 }
 

@@ -4,6 +4,7 @@
 // Exit codes: 0 success, 2 usage/config error (throw ConfigError), 1 runtime failure (throw Error).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,10 +34,14 @@ struct EvalArgs {
 struct PredictArgs {
   std::string config;
   std::string checkpoint;
-  std::string input;   // an image or a folder of images
-  std::string output;  // folder for detections JSON and drawings
+  std::string input;   // an image, a folder of images, a video, a camera device or a stream URL
+  std::string output;  // folder for detections JSON and drawings (or JSON Lines and the annotated video)
   std::vector<std::string> overrides;
   double score_threshold = 0.3;
+  int64_t batch = 1;             // images (or tiles) per forward pass
+  int64_t tile = -1;             // -1: the config's postprocess.tile_size
+  double tile_overlap = -1;      // -1: the config's postprocess.tile_overlap
+  int64_t every_nth_frame = 1;   // videos
 };
 
 struct CocoEvalArgs {
@@ -107,5 +112,14 @@ struct CheckDataArgs {
 };
 // 0 when every input is clean or only has what its policies let pass, 1 when they would stop.
 int run_check_data(const CheckDataArgs& args);
+struct AugmentArgs {
+  std::string config;
+  std::string out_dir;
+  int64_t count = 16;  // examples drawn
+  int64_t step = 0;    // the training step (batch) they are taken from
+  std::vector<std::string> overrides;
+};
+// Writes out_dir/augment.png: train_input's examples as the training loader augments them.
+int run_augment(const AugmentArgs& args);
 
 }  // namespace detseg::cli

@@ -91,6 +91,7 @@ int run_info(const InfoArgs& args) {
 int run_plot(const PlotArgs&) { forward_to_engine(); }
 int run_export(const ExportArgs&) { forward_to_engine(); }
 int run_check_data(const CheckDataArgs&) { forward_to_engine(); }
+int run_augment(const AugmentArgs&) { forward_to_engine(); }
 
 }  // namespace cli
 }  // namespace detseg

@@ -199,10 +199,32 @@ int main(int argc, char** argv) {
       ->check(existing_file());
   predict_app->add_option("--checkpoint", predict.checkpoint, "Checkpoint file, or a model from `detseg export --format torchscript`")
       ->required();
-  predict_app->add_option("--input", predict.input, "An image or a folder of images")->required();
+  predict_app->add_option("--input", predict.input,
+                          "An image, a folder of images, a video file, a camera device (/dev/video0) or a stream URL "
+                          "(rtsp://, http://)")
+      ->required();
   predict_app->add_option("--output", predict.output, "Output folder")->required();
-  predict_app->add_option("--score-threshold", predict.score_threshold, "Draw detections scoring at least this")
-      ->check(number_in(0, 1));
+  auto* draw_threshold =
+      predict_app
+          ->add_option("--draw-threshold", predict.score_threshold,
+                       "Draw detections scoring at least this (default 0.3); detections.json keeps every detection "
+                       "(those above postprocess.score_threshold)")
+          ->check(number_in(0, 1));
+  predict_app->add_option("--score-threshold", predict.score_threshold, "The older name of --draw-threshold")
+      ->check(number_in(0, 1))
+      ->excludes(draw_threshold);
+  predict_app->add_option("--batch", predict.batch,
+                          "Detectors: images (or tiles) per forward pass; decoding and writing run on threads of their own")
+      ->check(whole_number(1, 1024));
+  predict_app->add_option("--tile", predict.tile,
+                          "Detectors: cut each image into tiles of this many pixels square and merge the detections "
+                          "(postprocess.tile_size; 0: whole images)")
+      ->check(whole_number(0, 65536));
+  predict_app->add_option("--tile-overlap", predict.tile_overlap,
+                          "With --tile: the fraction of a tile neighbouring tiles share (postprocess.tile_overlap, 0.2)")
+      ->check(number_in(0, 0.9));
+  predict_app->add_option("--every-nth-frame", predict.every_nth_frame, "Videos and streams: predict frames 0, N, 2N, ...")
+      ->check(whole_number(1));
   add_overrides(predict_app, predict.overrides);
   predict_app->callback([&] { run = [&] { return run_predict(predict); }; });
 
@@ -275,6 +297,20 @@ int main(int argc, char** argv) {
   check_app->add_option("--config", check.config, "Pipeline config (YAML)")->required()->check(existing_file());
   add_overrides(check_app, check.overrides);
   check_app->callback([&] { run = [&] { return run_check_data(check); }; });
+
+  AugmentArgs augment;
+  auto* augment_app = app.add_subcommand(
+      "augment", "Draw train_input's images as training augments them (train_input.augment): a grid PNG with boxes, "
+                 "class names, masks and label maps, OUT/augment.png");
+  augment_app->add_option("--config", augment.config, "Pipeline config (YAML)")->required()->check(existing_file());
+  augment_app->add_option("--out", augment.out_dir, "Output folder (created)")->required();
+  augment_app->add_option("--count", augment.count, "Images drawn")->check(whole_number(1, 256));
+  augment_app->add_option("--step", augment.step,
+                          "The training step the images are taken from (its batches and seeds; mosaic's "
+                          "off_last_steps)")
+      ->check(whole_number(0));
+  add_overrides(augment_app, augment.overrides);
+  augment_app->callback([&] { run = [&] { return run_augment(augment); }; });
 
   InfoArgs info;
   auto* info_app = app.add_subcommand("info", "Print versions, thread count, BLAS and CUDA availability");

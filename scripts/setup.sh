@@ -3,7 +3,8 @@
 # so a second run costs a few seconds.
 #   scripts/setup.sh            Debian build packages + LibTorch 2.11 (pip's torch wheel) in a venv
 #   scripts/setup.sh --peers    also the peers used only by tests and benchmarks (torchvision,
-#                               pycocotools, faster-coco-eval, onnx, onnxruntime), in the same venv
+#                               pycocotools, faster-coco-eval, onnx, onnxruntime, tensorboard: its
+#                               reader checks our PR-curve summaries), in the same venv
 #
 # The venv lives outside the clone, one per torch version, so every clone (CI clones afresh each
 # run) reuses it: $DETSEG_VENV, default ~/.cache/detseg/venv-torch-2.11.0. `.venv` in the clone is a
@@ -13,11 +14,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 torch_version=2.11.0
-peers=(torchvision==0.26.0 pycocotools==2.0.11 faster-coco-eval==1.8.0 onnx onnxruntime numpy)
+peers=(torchvision==0.26.0 pycocotools==2.0.11 faster-coco-eval==1.8.0 onnx onnxruntime numpy tensorboard==2.21.0)
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config python3-venv
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libpng-dev libjpeg62-turbo-dev
+  libopencv-videoio-dev  # predict on videos and streams: only detseg's video module links it (CMakeLists.txt)
   libyaml-cpp-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev libcurl4-openssl-dev libtinyxml2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang llvm libclang-rt-dev  # the sanitizer build and libFuzzer (scripts/sanitize.sh, scripts/fuzz.sh)
@@ -45,7 +47,7 @@ if ! "$python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] !
   "$python" -m pip install -q --disable-pip-version-check "torch==$torch_version"
 fi
 if [[ "${1:-}" == "--peers" ]]; then
-  if ! "$python" -c "import torchvision, pycocotools, faster_coco_eval, onnx, onnxruntime, numpy" 2>/dev/null; then
+  if ! "$python" -c "import torchvision, pycocotools, faster_coco_eval, onnx, onnxruntime, numpy, tensorboard" 2>/dev/null; then
     echo "setup: installing the test and benchmark peers (${peers[*]}) into $venv"
     "$python" -m pip install -q --disable-pip-version-check "torch==$torch_version" "${peers[@]}"
   fi

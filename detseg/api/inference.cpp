@@ -40,6 +40,7 @@ struct Loaded {
   std::vector<std::string> class_names;
   std::vector<int64_t> category_ids;
   int64_t step = 0;
+  bool exported = false;  // a traced graph: one image per forward pass
 };
 
 Loaded prepare(const std::string& model, const PipelineConfig& config, const ModelImpl& net, int64_t step) {
@@ -51,6 +52,7 @@ Loaded prepare(const std::string& model, const PipelineConfig& config, const Mod
   if (is_exported_model(model)) {
     ExportedModelInfo info = read_exported_model_info(model);
     fit_loader_to_exported_model(l.loader, info);
+    l.exported = true;
     l.class_names = std::move(info.class_names);
     l.category_ids = std::move(info.category_ids);
   } else {
@@ -61,8 +63,8 @@ Loaded prepare(const std::string& model, const PipelineConfig& config, const Mod
   return l;
 }
 
-// One RGB image as the model's evaluation batch: resized and padded as the loader says.
-Batch batch_of(const at::Tensor& rgb, const LoaderOptions& loader, const torch::nn::Module& model) {
+// One RGB image as the model sees it: resized as the loader says.
+Example example_of(const at::Tensor& rgb, const LoaderOptions& loader) {
   DETSEG_CHECK(rgb.defined() && rgb.dim() == 3 && rgb.size(0) == 3 && rgb.scalar_type() == at::kByte && rgb.size(1) > 0 &&
                    rgb.size(2) > 0,
                "inference: the image must be [3, H, W] uint8 RGB, got ", rgb.defined() ? rgb.sizes() : at::IntArrayRef{});
@@ -75,7 +77,46 @@ Batch batch_of(const at::Tensor& rgb, const LoaderOptions& loader, const torch::
   ex.iscrowd = at::zeros({0}, at::kBool);
   Rng rng(0);
   augment(ex, loader.augment, rng);
-  return to_device(collate({ex}, loader.collate), module_device(model));
+  return ex;
+}
+
+// RGB images as the model's evaluation batch: resized, then padded as the loader says.
+Batch batch_of(const std::vector<at::Tensor>& rgb, const LoaderOptions& loader, const torch::nn::Module& model) {
+  std::vector<Example> examples;
+  examples.reserve(rgb.size());
+  for (const at::Tensor& image : rgb) examples.push_back(example_of(image, loader));
+  return to_device(collate(examples, loader.collate), module_device(model));
+}
+
+Batch batch_of(const at::Tensor& rgb, const LoaderOptions& loader, const torch::nn::Module& model) {
+  return batch_of(std::vector<at::Tensor>{rgb}, loader, model);
+}
+
+// One image's Boxes as Detections, with the training data's category ids and class names.
+std::vector<Detection> detections_of(const Boxes& found, const Loaded& l) {
+  const Boxes d = found.to(at::kCPU);
+  std::vector<Detection> out;
+  // Read through accessors: an item() per field and detection costs a dispatch each.
+  const at::Tensor boxes = d.boxes.to(at::kFloat).contiguous(), scores = d.scores.to(at::kFloat).contiguous();
+  const at::Tensor classes = d.classes.to(at::kLong).contiguous();
+  const auto box = boxes.accessor<float, 2>();
+  const auto score = scores.accessor<float, 1>();
+  const auto label = classes.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < d.size(); ++i) {
+    Detection det;
+    det.x1 = box[i][0], det.y1 = box[i][1], det.x2 = box[i][2], det.y2 = box[i][3];
+    det.score = score[i];
+    det.label = label[i];
+    det.category_id = det.label < static_cast<int64_t>(l.category_ids.size()) ? l.category_ids[det.label] : det.label;
+    det.class_name = det.label < static_cast<int64_t>(l.class_names.size()) ? l.class_names[det.label]
+                                                                              : std::to_string(det.label);
+    if (d.masks.defined()) {
+      const at::Tensor m = d.masks[i].to(at::kByte).contiguous();
+      det.mask = cv::Mat(static_cast<int>(m.size(0)), static_cast<int>(m.size(1)), CV_8U, m.data_ptr<uint8_t>()).clone();
+    }
+    out.push_back(std::move(det));
+  }
+  return out;
 }
 
 }  // namespace
@@ -116,29 +157,28 @@ std::vector<Detection> Detector::detect(const cv::Mat& image) const { return det
 std::vector<Detection> Detector::detect(const at::Tensor& rgb) const {
   torch::NoGradGuard no_grad;
   const Loaded& l = state_->loaded;
-  const Boxes d = state_->model->detect(batch_of(rgb, l.loader, *state_->model))[0].to(at::kCPU);
-  std::vector<Detection> out;
-  // Read through accessors: an item() per field and detection costs a dispatch each.
-  const at::Tensor boxes = d.boxes.to(at::kFloat).contiguous(), scores = d.scores.to(at::kFloat).contiguous();
-  const at::Tensor classes = d.classes.to(at::kLong).contiguous();
-  const auto box = boxes.accessor<float, 2>();
-  const auto score = scores.accessor<float, 1>();
-  const auto label = classes.accessor<int64_t, 1>();
-  for (int64_t i = 0; i < d.size(); ++i) {
-    Detection det;
-    det.x1 = box[i][0], det.y1 = box[i][1], det.x2 = box[i][2], det.y2 = box[i][3];
-    det.score = score[i];
-    det.label = label[i];
-    det.category_id = det.label < static_cast<int64_t>(l.category_ids.size()) ? l.category_ids[det.label] : det.label;
-    det.class_name = det.label < static_cast<int64_t>(l.class_names.size()) ? l.class_names[det.label]
-                                                                              : std::to_string(det.label);
-    if (d.masks.defined()) {
-      const at::Tensor m = d.masks[i].to(at::kByte).contiguous();
-      det.mask = cv::Mat(static_cast<int>(m.size(0)), static_cast<int>(m.size(1)), CV_8U, m.data_ptr<uint8_t>()).clone();
-    }
-    out.push_back(std::move(det));
+  return detections_of(state_->model->detect(batch_of(rgb, l.loader, *state_->model))[0], l);
+}
+
+std::vector<std::vector<Detection>> Detector::detect_batch(const std::vector<at::Tensor>& rgb) const {
+  torch::NoGradGuard no_grad;
+  const Loaded& l = state_->loaded;
+  std::vector<std::vector<Detection>> out;
+  out.reserve(rgb.size());
+  if (l.exported || rgb.size() <= 1) {
+    for (const at::Tensor& image : rgb) out.push_back(detect(image));
+    return out;
   }
+  const std::vector<Boxes> found = state_->model->detect(batch_of(rgb, l.loader, *state_->model));
+  for (const Boxes& boxes : found) out.push_back(detections_of(boxes, l));
   return out;
+}
+
+std::vector<std::vector<Detection>> Detector::detect_batch(const std::vector<cv::Mat>& images) const {
+  std::vector<at::Tensor> rgb;
+  rgb.reserve(images.size());
+  for (const cv::Mat& image : images) rgb.push_back(rgb_tensor_from_mat(image));
+  return detect_batch(rgb);
 }
 
 const std::vector<std::string>& Detector::class_names() const { return state_->loaded.class_names; }

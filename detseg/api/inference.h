@@ -53,6 +53,12 @@ class Detector {
   std::vector<Detection> detect(const cv::Mat& image) const;
   // [3, H, W] uint8 RGB on the CPU.
   std::vector<Detection> detect(const at::Tensor& rgb) const;
+  // Several images in one forward pass (`detseg predict --batch`), each resized as detect() does and
+  // padded to the largest: images of one size get detect()'s detections (to float rounding); a
+  // smaller image among larger ones sees more padding, which moves its scores slightly. An exported
+  // model, traced for one image, runs them one by one.
+  std::vector<std::vector<Detection>> detect_batch(const std::vector<at::Tensor>& rgb) const;
+  std::vector<std::vector<Detection>> detect_batch(const std::vector<cv::Mat>& images) const;
 
   const std::vector<std::string>& class_names() const;
   int64_t step() const;  // the training step of the weights

@@ -83,9 +83,17 @@ void visit_input(V& v, InputConfig& c) {
           "in training and evaluation. `detseg check-data` lists them all");
   v.field("require_boxes", c.require_boxes, any(),
           "Training: refuse a set in which no box is usable (false: train on background alone)");
-  v.field("hflip", c.hflip, any(), "Random horizontal flip (training)");
-  v.field("scale_min", c.scale_min, range(0.05, 10), "Random scale jitter, lower bound (1.0: off)");
-  v.field("scale_max", c.scale_max, range(0.05, 10), "Random scale jitter, upper bound");
+  v.field("hflip", c.hflip, any(),
+          "Random horizontal flip (training); older form of a random_horizontal_flip entry in augment");
+  v.field("scale_min", c.scale_min, range(0.05, 10),
+          "Random scale jitter, lower bound (1.0: off); older form of the sizing step's scale_min in augment");
+  v.field("scale_max", c.scale_max, range(0.05, 10),
+          "Random scale jitter, upper bound; older form of the sizing step's scale_max in augment");
+  v.field("augment", c.augment, any(),
+          "Training: the augmentation steps, in order, each `- name: {param: value, ...}` (optional `probability`: "
+          "the chance it runs); the step table below and docs/data.md. Left out: random_horizontal_flip when "
+          "hflip, then the model's sizing step (scale_min/max); a list without a sizing step gets the model's "
+          "appended");
   v.field("num_workers", c.num_workers, range(0, 64), "Loader worker threads (0: load in the caller)");
   v.field("prefetch", c.prefetch, range(1, 1024), "Batches prepared ahead");
   v.field("sample_1_of_n", c.sample_1_of_n, range(1), "Use every n-th image (evaluation)");
@@ -309,6 +317,13 @@ void visit_postprocess(V& v, PostprocessConfig& c) {
           "per_class: hard NMS within each class (torchvision's); class_agnostic: a box suppresses overlapping "
           "boxes of every class; soft: Gaussian soft-NMS per class (scores decay with overlap)");
   v.field("soft_nms_sigma", c.soft_nms_sigma, range(1e-6, 100), "soft: score *= exp(-IoU^2 / (2 sigma))");
+  v.field("tile_size", c.tile_size, range(0, 65536),
+          "predict: cut each image into tiles of this many pixels square, run each, merge the detections "
+          "(`--tile`; 0: the whole image at once; docs/cli.md)");
+  v.field("tile_overlap", c.tile_overlap, range(0, 0.9),
+          "predict with tiles: neighbouring tiles overlap by this fraction of a tile (`--tile-overlap`)");
+  v.field("tile_include_full_image", c.tile_include_full_image, any(),
+          "predict with tiles: also run the whole image, resized as without tiles (finds objects larger than a tile)");
 }
 
 template <class V>
@@ -412,6 +427,10 @@ void visit_eval(V& v, EvalConfig& c) {
   v.field("metric", c.metric, one_of(metrics), metric_doc.c_str());
   v.field("voc_use_07_metric", c.voc_use_07_metric, any(),
           "metric voc: VOC2007's 11-point interpolated AP instead of the all-point area (VOC2010+)");
+  v.field("pictures", c.pictures, any(),
+          "Evaluation pictures (docs/evaluation.md): PR curves, confusion matrix, AP by size, the worst images, "
+          "into eval/pictures-<step>/ by `detseg eval` and training's final-step evaluation; TensorBoard PR curves "
+          "at every evaluation");
 }
 
 template <class V>
@@ -703,6 +722,16 @@ class Reader {
   void read(const YAML::Node& node, const std::string& path, ScopeRule& out, const Check&) const {
     if (!node.IsScalar() || !parse_scope_rule(node.Scalar(), out)) fail(node, path, "\"ours=theirs\"");
   }
+  void read(const YAML::Node& node, const std::string& path, AugmentList& out, const Check&) const {
+    if (!node.IsSequence()) fail(node, path, "a list of augmentation steps (`- name: {param: value}`)");
+    AugmentList list;
+    list.where = where(node, path);
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string item = path + "[" + std::to_string(i) + "]";
+      list.steps.push_back(parse_augment_step(node[i], item, [&](const YAML::Node& n) { return where(n, item); }));
+    }
+    out = std::move(list);
+  }
   template <class T>
   void read(const YAML::Node& node, const std::string& path, std::vector<T>& out, const Check& check) const {
     if (!node.IsSequence()) fail(node, path, "a list");
@@ -767,6 +796,11 @@ class Writer {
   void write(const std::string& x) { out_ << YAML::DoubleQuoted << x; }
   void write(const GradientMultiplier& x) { write(format_gradient_multiplier(x)); }
   void write(const ScopeRule& x) { write(format_scope_rule(x)); }
+  void write(const AugmentList& x) {
+    out_ << YAML::Block << YAML::BeginSeq;
+    for (const AugmentStep& step : x.steps) emit_augment_step(out_, step);
+    out_ << YAML::EndSeq;
+  }
   template <class T>
   void write(const std::vector<T>& xs) {
     out_ << YAML::Flow << YAML::BeginSeq;
@@ -813,12 +847,14 @@ class Documenter {
   static const char* type_name(const std::vector<std::string>&) { return "list of string"; }
   static const char* type_name(const std::vector<GradientMultiplier>&) { return "list of string"; }
   static const char* type_name(const std::vector<ScopeRule>&) { return "list of string"; }
+  static const char* type_name(const AugmentList&) { return "list of steps"; }
   static std::string show(int64_t x) { return std::to_string(x); }
   static std::string show(double x) { return str(x); }
   static std::string show(bool x) { return x ? "true" : "false"; }
   static std::string show(const std::string& x) { return x.empty() ? "\"\"" : x; }
   static std::string show(const GradientMultiplier& x) { return format_gradient_multiplier(x); }
   static std::string show(const ScopeRule& x) { return format_scope_rule(x); }
+  static std::string show(const AugmentList&) { return "(from hflip, scale_*)"; }
   template <class T>
   static std::string show(const std::vector<T>& xs) {
     std::string out = "[";
@@ -1112,6 +1148,7 @@ PipelineConfig read_config(const std::string& yaml_text, const std::string& sour
   Reader reader(root, source, overridden, origins);
   visit_config(reader, config);
   reader.finish();
+  resolve_augment_lists(config);
   try {
     check_consistency(config);
   } catch (const ConfigError& e) {
@@ -1177,7 +1214,7 @@ std::string config_reference_markdown() {
   Documenter doc;
   PipelineConfig defaults;
   visit_config(doc, defaults);
-  return doc.text();
+  return doc.text() + "\n### Augmentation steps (`train_input.augment`)\n\n" + augment_steps_markdown();
 }
 
 }  // namespace detseg

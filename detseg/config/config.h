@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "detseg/config/augment_steps.h"
 #include "detseg/train/fine_tune_options.h"
 #include "detseg/train/optimizer_options.h"
 #include "detseg/train/schedule_options.h"
@@ -26,6 +27,9 @@ struct InputConfig {
   bool hflip = false;
   double scale_min = 1.0;             // random scale jitter (EfficientDet) / scale range (DeepLab)
   double scale_max = 1.0;
+  // Training augmentation, in order (config/augment_steps.h); resolved from hflip/scale_* and the
+  // model's resizer when the config leaves it out.
+  AugmentList augment;
   int64_t num_workers = 2;
   int64_t prefetch = 4;
   int64_t sample_1_of_n = 1;          // evaluate every n-th image
@@ -153,6 +157,11 @@ struct PostprocessConfig {
   int64_t max_detections_per_image = 100;
   std::string nms = "per_class";       // per_class | class_agnostic | soft (postprocess/nms_choice.h)
   double soft_nms_sigma = 0.5;
+  // predict only: tiles of this size (0: the whole image at once), overlapping by this fraction,
+  // plus the whole image resized as usual (postprocess/tiling.h).
+  int64_t tile_size = 0;
+  double tile_overlap = 0.2;
+  bool tile_include_full_image = true;
 };
 
 struct DistributedConfig {
@@ -188,6 +197,7 @@ struct EvalConfig {
   int64_t on_train = 0;               // also score the first N train_input images (as set "train")
   std::string metric;                 // coco | voc | miou (engine/evaluate's table); empty: the model's kind's
   bool voc_use_07_metric = false;     // voc: VOC2007's 11-point AP instead of the all-point area
+  bool pictures = true;               // PR curves, confusion matrix, ... (docs/evaluation.md, "Pictures")
 };
 
 struct PipelineConfig {

@@ -21,8 +21,12 @@ void Progress::report(int64_t done, const std::string& values, bool log_line) {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double per_item = done > first_ ? elapsed / static_cast<double>(done - first_) : 0;
   const double eta = per_item * static_cast<double>(last_ - done);
-  const std::string line = str(what_, " ", done, "/", last_, values.empty() ? "" : " ", values, " ",
-                               per_item > 0 ? 1.0 / per_item : 0.0, " ", unit_, " eta ", static_cast<int64_t>(eta), "s");
+  // An unknown total (a live stream): the count and the rate, no ETA.
+  const std::string line =
+      last_ < first_ ? str(what_, " ", done, values.empty() ? "" : " ", values, " ", per_item > 0 ? 1.0 / per_item : 0.0,
+                           " ", unit_)
+                     : str(what_, " ", done, "/", last_, values.empty() ? "" : " ", values, " ",
+                           per_item > 0 ? 1.0 / per_item : 0.0, " ", unit_, " eta ", static_cast<int64_t>(eta), "s");
   if (draw) {
     last_draw_ = now;
     std::fprintf(stderr, "\r\033[K%s", line.c_str());

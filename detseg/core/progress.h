@@ -12,6 +12,7 @@ namespace detseg {
 class Progress {
  public:
   // `what` ("step", "eval", "predict") starts the line; `unit` names the rate ("steps/s", "img/s").
+  // `last` < `first`: the total is unknown (a live stream); the line shows no total and no ETA.
   Progress(std::string what, int64_t first, int64_t last, std::string unit);
 
   // `done` of `last` finished; `values` is shown after the count. With `log_line` the line is also

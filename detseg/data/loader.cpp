@@ -203,14 +203,45 @@ Example Loader::replacement(int64_t epoch, const Plan& plan, int64_t position, i
                   " images) was left out as unusable (bad_images: skip): nothing left to load"));
 }
 
+Example Loader::draw_example(Rng& rng) const {
+  const int64_t start = std::uniform_int_distribution<int64_t>(0, num_examples_ - 1)(rng);
+  for (int64_t k = 0; k < num_examples_; ++k) {
+    Example ex = load_present((start + k) % num_examples_);
+    if (ex.image.defined()) return ex;
+  }
+  throw Error("every image of the data set was left out as unusable (bad_images: skip): nothing to mix in");
+}
+
+std::vector<Example> Loader::examples(int64_t batch_number) const {
+  std::vector<int64_t> positions;
+  return augmented(batch_number, positions);
+}
+
 Batch Loader::build(int64_t batch_number) const {
+  const int64_t epoch = batch_number / batches_per_epoch_;
+  std::vector<int64_t> positions;
+  std::vector<Example> examples = augmented(batch_number, positions);
+  if (examples.empty()) {  // every image of this (evaluation) batch left out: next() skips it
+    Batch none;
+    none.epoch = epoch;
+    return none;
+  }
+  Batch batch = collate(examples, options_.collate);
+  batch.epoch = epoch;
+  batch.positions = std::move(positions);
+  return options_.pin_memory ? pin_memory(batch) : batch;
+}
+
+std::vector<Example> Loader::augmented(int64_t batch_number, std::vector<int64_t>& positions) const {
   const int64_t epoch = batch_number / batches_per_epoch_;
   const std::shared_ptr<const Plan> p = plan(epoch);
   const int64_t in_epoch = batch_number % batches_per_epoch_;
   const auto& indices = (*p)[static_cast<size_t>(in_epoch)];
   std::vector<Example> examples;
-  std::vector<int64_t> positions;
   examples.reserve(indices.size());
+  AugmentContext context;
+  context.step = batch_number;
+  context.draw_example = [this](Rng& rng) { return draw_example(rng); };
   for (size_t j = 0; j < indices.size(); ++j) {
     const int64_t index = indices[j];
     const int64_t position = in_epoch * options_.batch_size + static_cast<int64_t>(j);
@@ -226,19 +257,11 @@ Batch Loader::build(int64_t batch_number) const {
       seed = mix(options_.seed ^ 0x5245504C41434544ull, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index));
     }
     Rng rng(seed);
-    augment(ex, options_.augment, rng);
+    augment(ex, options_.augment, rng, context);
     examples.push_back(std::move(ex));
     positions.push_back(position);
   }
-  if (examples.empty()) {  // every image of this (evaluation) batch left out: next() skips it
-    Batch none;
-    none.epoch = epoch;
-    return none;
-  }
-  Batch batch = collate(examples, options_.collate);
-  batch.epoch = epoch;
-  batch.positions = std::move(positions);
-  return options_.pin_memory ? pin_memory(batch) : batch;
+  return examples;
 }
 
 void Loader::worker() {

@@ -13,6 +13,11 @@
 // delivered); with replace_absent (training) the next present example of the epoch's shard order
 // takes its place, so batches keep their size. Absence is a property of the file, so the batches
 // stay the same whatever the thread timing, and the other examples keep their augmentation.
+//
+// Steps that mix images (mosaic, mixup, copy_paste) draw the other images' indices from the
+// example's own stream, so they too depend on (seed, epoch, index) only; the batch number (the
+// training step) tells mosaic when to stop. A resumed run (start_batch) thus sees the batches an
+// uninterrupted one would: no augmentation state needs saving.
 #pragma once
 
 #include <condition_variable>
@@ -90,11 +95,17 @@ class Loader {
   int64_t examples_per_epoch() const { return examples_per_epoch_; }
   // Dataset indices of one epoch's batches, in delivery order (what next() will return).
   std::vector<std::vector<int64_t>> epoch_plan(int64_t epoch) const;
+  // The augmented examples of batch `batch_number` before collate (uint8 images, boxes in their
+  // pixels): what next() turns into that batch. Thread-safe; for pictures of what the model sees.
+  std::vector<Example> examples(int64_t batch_number) const;
 
  private:
   using Plan = std::vector<std::vector<int64_t>>;
   std::shared_ptr<const Plan> plan(int64_t epoch) const;  // cached: no copy per batch
   Batch build(int64_t batch_number) const;
+  std::vector<Example> augmented(int64_t batch_number, std::vector<int64_t>& positions) const;
+  // An example picked with `rng` among the present ones, for the mixing steps.
+  Example draw_example(Rng& rng) const;
   bool next_built(Batch& batch);  // the next built batch, empty ones included
   // load_(index), or an undefined image when absent (remembered: a left-out file is not read again).
   Example load_present(int64_t index) const;

@@ -6,6 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
 #include "detseg/eval/coco_evaluator.h"
+#include "detseg/eval/eval_analysis.h"
 #include "detseg/data/readers/rle.h"
 #include "detseg/eval/seg_metrics.h"
 #include "detseg/eval/voc_ap.h"
@@ -31,6 +33,7 @@
 #include "detseg/ops/fast_paths.h"
 #include "detseg/structures/boxes.h"
 #include "detseg/train/checkpoint.h"
+#include "detseg/viz/eval_pictures.h"
 
 namespace detseg {
 
@@ -109,6 +112,7 @@ std::unique_ptr<Evaluator> make_coco_evaluator(const PipelineConfig& config, con
   o.params.use_categories = !config.eval.class_agnostic;
   o.segm = uses_instance_masks(config.model);
   o.per_class_text = per_class;
+  o.analysis = config.eval.pictures;
   return std::make_unique<CocoEvaluator>(data.detection->coco(), o);
 }
 
@@ -289,6 +293,15 @@ EvalReport evaluate_model(const PipelineConfig& config, ModelImpl& model, int64_
   report.metrics = m;
   report.text = m.text;
   report.detections = m.results;
+  if (metrics && config.eval.pictures) {
+    if (std::shared_ptr<EvalAnalysis> analysis = evaluator->analysis()) {
+      // PNG pictures for `detseg eval` (per_class) and the final step; TensorBoard's PR curves,
+      // a few kB, at every evaluation (docs/evaluation.md, "Pictures").
+      analysis->render = per_class || step >= config.train.num_steps;
+      if (data.detection) analysis->image_dir = data.detection->options().image_dir;
+      report.analysis = analysis;
+    }
+  }
   nlohmann::ordered_json json = {{"step", step}, {"num_images", report.num_images}};
   json.update(m.json);
   report.scalars = m.values;
@@ -399,7 +412,30 @@ void EvalRecorder::write(const EvalReport& report) {
   // eval/val/AP next to eval/train/AP.
   const std::string tag_prefix = report.set_name.empty() ? "" : "eval/" + report.set_name + "/";
   for (auto& [name, value] : record.values) events_->add_scalar(tag_prefix + name, value, report.step);
+  if (report.analysis) add_pr_curve_summaries(*events_, *report.analysis, tag_prefix, report.step);
   events_->flush();
+  if (report.analysis && report.analysis->render) write_report_pictures(report, dir_);
+}
+
+std::string pictures_dir(const std::string& eval_dir, const EvalReport& report) {
+  const std::string set = report.set_name.empty() ? "" : report.set_name + "-";
+  return str(eval_dir, "/pictures-", set, report.step);
+}
+
+std::vector<std::string> write_report_pictures(const EvalReport& report, const std::string& eval_dir) {
+  if (!report.analysis) return {};
+  const auto start = std::chrono::steady_clock::now();
+  const std::string dir = pictures_dir(eval_dir, report);
+  try {
+    std::vector<std::string> written = write_eval_pictures(*report.analysis, dir);
+    log_info("evaluation pictures in ", dir, " (", written.size(), " files, ",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s)");
+    return written;
+  } catch (const Error& e) {
+    // A picture that cannot be drawn or written costs the picture, not the evaluation (or the training).
+    log_warn("evaluation pictures: ", e.what());
+    return {};
+  }
 }
 
 void evaluate_continuously(const PipelineConfig& config, const std::string& checkpoint_dir, double wait_seconds) {

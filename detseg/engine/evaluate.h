@@ -20,6 +20,7 @@ class ProcessGroup;
 }
 class MetricsJsonlWriter;
 class EventWriter;
+struct EvalAnalysis;
 
 // A freshly built model with `checkpoint`'s weights (its EMA weights when it holds them).
 // `step` receives the checkpoint's step when not null.
@@ -42,6 +43,9 @@ struct EvalReport {
   int64_t num_detections = 0;
   std::vector<std::pair<std::string, double>> scalars;  // logged to metrics.jsonl / TensorBoard
   Metrics metrics;  // the evaluator's (rank 0): its values, per-class numbers, text
+  // With eval.pictures: the numbers behind the evaluation pictures (coco and miou metrics);
+  // analysis->render says whether the PNGs are wanted (detseg eval, the final step).
+  std::shared_ptr<const EvalAnalysis> analysis;
   bool main_process = true;  // false on ranks > 0 of a sharded evaluation (text/json empty)
 };
 
@@ -85,7 +89,9 @@ EvalReport evaluate_checkpoint(const PipelineConfig& config, const std::string& 
 // detections-<name>-<step>.json, its metrics.jsonl split "eval/<name>" and its TensorBoard tags
 // "eval/<name>/AP", ...), one metrics.jsonl
 // record per evaluation (split "eval": the report's scalars: COCO's 12 stats or mIoU and accuracies,
-// then the loss means) and the same scalars as TensorBoard events. Used by continuous evaluation and by eval.every_steps in training.
+// then the loss means) and the same scalars as TensorBoard events, with each class's PR curve at
+// IoU 0.5 (pr_iou50/<class>) when the report has an analysis, and its pictures (pictures-<step>/)
+// when the analysis asks for them. Used by continuous evaluation and by eval.every_steps in training.
 class EvalRecorder {
  public:
   explicit EvalRecorder(const std::string& eval_dir);
@@ -99,6 +105,13 @@ class EvalRecorder {
   std::unique_ptr<MetricsJsonlWriter> metrics_;
   std::unique_ptr<EventWriter> events_;
 };
+
+// The folder of a report's pictures: eval_dir/pictures-<step> (pictures-<set>-<step> for a named set).
+std::string pictures_dir(const std::string& eval_dir, const EvalReport& report);
+
+// Writes the report's pictures there (viz/eval_pictures.h) and returns their paths; nothing
+// without an analysis. A picture that cannot be written is a warning, not an error.
+std::vector<std::string> write_report_pictures(const EvalReport& report, const std::string& eval_dir);
 
 // Evaluates each checkpoint appearing in `checkpoint_dir` once, newest first when several wait;
 // metrics go to checkpoint_dir/eval/ (metrics.jsonl, TensorBoard events, eval-<step>.json). Stops

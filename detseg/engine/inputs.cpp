@@ -34,6 +34,58 @@ void apply_label_map(CocoDataset& coco, const LabelMap& map, const std::string& 
   }
 }
 
+// train_input.augment, resolved from the older keys when the config was built in code rather than read.
+std::vector<AugmentStep> training_steps(const PipelineConfig& config, const InputConfig& input) {
+  if (!input.augment.where.empty()) return input.augment.steps;
+  PipelineConfig resolved = config;
+  resolved.train_input = input;
+  resolved.eval_input = InputConfig{};
+  resolved.eval_inputs.clear();
+  resolve_augment_lists(resolved);
+  return resolved.train_input.augment.steps;
+}
+
+// The sizes a step leaves to the model (0) filled in.
+void resolve_step_sizes(AugmentStep& s, const PipelineConfig& config, int64_t input_size) {
+  const double size = static_cast<double>(input_size);
+  for (const char* key : {"size", "output_size", "crop_size"})
+    for (const auto& [name, value] : s.params)
+      if (name == key && value.numbers.at(0) == 0) s.set(key, size);
+  if (s.name == "resize_min_max") {
+    if (s.number("min_dimension") == 0) s.set("min_dimension", static_cast<double>(config.model.min_dimension));
+    if (s.number("max_dimension") == 0) s.set("max_dimension", static_cast<double>(config.model.max_dimension));
+  }
+}
+
+// A trailing model sizing step becomes the loader's resize policy: the path (and the random draws)
+// those configs took before the list existed.
+bool take_sizing_step(const AugmentStep& s, AugmentOptions& a) {
+  if (s.name == "resize_to_fit") {
+    a.resize = AugmentOptions::Resize::kKeepAspect;
+    a.out_h = a.out_w = s.integer("size");
+  } else if (s.name == "scale_jitter_crop") {
+    a.resize = AugmentOptions::Resize::kScaleJitter;
+    a.out_h = a.out_w = s.integer("output_size");
+    a.jitter.min_scale = s.number("scale_min");
+    a.jitter.max_scale = s.number("scale_max");
+  } else if (s.name == "resize_min_max") {
+    a.resize = AugmentOptions::Resize::kMinMax;
+    a.min_max.min_dimension = s.number("min_dimension");
+    a.min_max.max_dimension = s.number("max_dimension");
+    a.min_max.min_scale = s.number("scale_min");
+    a.min_max.max_scale = s.number("scale_max");
+  } else if (s.name == "deeplab_scale_crop_pad") {
+    a.resize = AugmentOptions::Resize::kDeepLab;
+    a.out_h = a.out_w = s.integer("crop_size");
+    a.deeplab.min_scale = s.number("scale_min");
+    a.deeplab.max_scale = s.number("scale_max");
+    a.deeplab.scale_step = s.number("scale_step");
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::shared_ptr<DetectionDataset> make_detection_dataset(const InputConfig& input, bool training, bool with_masks,
@@ -166,19 +218,12 @@ LoaderOptions make_loader_options(const PipelineConfig& config, const InputConfi
   o.sample_1_of_n = input.sample_1_of_n;
   o.augment.out_h = input_size;
   o.augment.out_w = input_size;
-  o.augment.random_flip = training && input.hflip;
-  const bool jitter = training && (input.scale_min != 1.0 || input.scale_max != 1.0);
-  o.augment.resize = jitter ? AugmentOptions::Resize::kScaleJitter : AugmentOptions::Resize::kKeepAspect;
-  o.augment.jitter.min_scale = input.scale_min;
-  o.augment.jitter.max_scale = input.scale_max;
+  o.augment.resize = AugmentOptions::Resize::kKeepAspect;
   o.collate.size_divisibility = input_size;
   if (config.model.resizer == "keep_aspect") {
     o.augment.resize = AugmentOptions::Resize::kMinMax;
     o.augment.min_max.min_dimension = static_cast<double>(config.model.min_dimension);
     o.augment.min_max.max_dimension = static_cast<double>(config.model.max_dimension);
-    // Training scale jitter multiplies both dimensions (multi-scale training) instead of cropping.
-    o.augment.min_max.min_scale = training ? input.scale_min : 1.0;
-    o.augment.min_max.max_scale = training ? input.scale_max : 1.0;
     o.collate.size_divisibility = keep_aspect_size_divisibility(config.model);
   }
   for (int c = 0; c < 3; ++c) {
@@ -186,16 +231,26 @@ LoaderOptions make_loader_options(const PipelineConfig& config, const InputConfi
     o.collate.normalize.std[c] = static_cast<float>(config.model.pixel_std[c]);
   }
   if (is_segmentation_model(config)) {
-    // DeepLab: random scale by steps, crop padded with the mean colour and the ignore label;
-    // evaluation at full resolution (no resize, no padding beyond the batch's largest image).
-    o.augment.resize = training ? AugmentOptions::Resize::kDeepLab : AugmentOptions::Resize::kNone;
-    o.augment.deeplab.min_scale = input.scale_min;
-    o.augment.deeplab.max_scale = input.scale_max;
+    // DeepLab: random scale by steps, crop padded with the mean colour and the ignore label
+    // (train_input.augment's deeplab_scale_crop_pad); evaluation at full resolution (no resize, no
+    // padding beyond the batch's largest image).
+    o.augment.resize = AugmentOptions::Resize::kNone;
     o.augment.deeplab.scale_step = config.model.deeplab.scale_step;
     o.augment.deeplab.ignore_label = static_cast<uint8_t>(kIgnoreLabel);
     for (int c = 0; c < 3; ++c)
       o.augment.deeplab.image_fill[c] = static_cast<uint8_t>(std::lround(config.model.pixel_mean[c] * 255.0));
     o.collate.size_divisibility = 1;
+  }
+  if (training) {
+    // train_input.augment, in order, on the loader's workers; a trailing model sizing step is the
+    // resize policy itself.
+    std::vector<AugmentStep> steps = training_steps(config, input);
+    for (AugmentStep& s : steps) resolve_step_sizes(s, config, input_size);
+    o.augment.resize = AugmentOptions::Resize::kNone;
+    if (!steps.empty() && take_sizing_step(steps.back(), o.augment)) steps.pop_back();
+    o.augment.steps = std::move(steps);
+    o.augment.total_steps = config.train.num_steps;
+    o.augment.drop_cut_boxes = input.box_policy == "drop";
   }
   return o;
 }

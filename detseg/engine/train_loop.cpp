@@ -20,6 +20,7 @@
 #include "detseg/core/progress.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/dist/data_parallel.h"
+#include "detseg/engine/augment_preview.h"
 #include "detseg/engine/check_data.h"
 #include "detseg/engine/device.h"
 #include "detseg/engine/evaluate.h"
@@ -408,6 +409,8 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   Loader loader = make_train_loader(config, data, *trainee.model, dp, device, step, resumed_from);
   // Written once every check has passed: a resume refused for a changed config keeps the old file.
   if (dp.is_main()) write_file_atomic(model_dir + "/pipeline.yaml", config_to_yaml(config));
+  // What the model sees (Ultralytics' train_batch picture): the first examples of this run.
+  if (dp.is_main()) write_train_batch_picture(model_dir, config, data, loader, step);
   std::unique_ptr<MetricsJsonlWriter> metrics;  // only rank 0 writes logs and summaries
   std::unique_ptr<EventWriter> events;
   if (dp.is_main()) {

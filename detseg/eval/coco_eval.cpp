@@ -127,6 +127,8 @@ std::vector<int64_t> sorted_unique(std::vector<int64_t> ids) {
 // What matching produced for every kept detection ("slot"): for each area range and threshold,
 // bit 0 = matched to a ground truth with a non-zero id, bit 1 = ignored.
 enum : uint8_t { kMatched = 1, kIgnored = 2 };
+static_assert(kMatched == CocoEvalResult::kMatchTrue && kIgnored == CocoEvalResult::kMatchIgnored,
+              "match_flags hands these bits out as they are");
 
 struct Evaluation {
   int64_t I = 0, K = 0, cells = 0, A = 0, T = 0;
@@ -475,6 +477,24 @@ CocoEvalResult coco_evaluate(const CocoDataset& gt, const CocoDataset& dt, const
       evaluate_cell(c, gt, dt, gb, db, p, &gt_masks, &dt_masks, ev, cell_scratch[w]);
   });
   out.seconds_evaluate = seconds_since(start);
+  if (p.keep_matches) {
+    int64_t a_all = 0;
+    for (int64_t a = 0; a < ev.A; ++a)
+      if (p.area_labels[a] == "all") {
+        a_all = a;
+        break;
+      }
+    out.match_detection.reserve(static_cast<size_t>(slots));
+    out.match_category.reserve(static_cast<size_t>(slots));
+    out.match_flags.reserve(static_cast<size_t>(slots * ev.T));
+    for (int64_t c = 0; c < ev.cells; ++c)
+      for (int64_t slot = ev.slot_offsets[c]; slot < ev.slot_offsets[c + 1]; ++slot) {
+        out.match_detection.push_back(ev.slot_dt[slot]);
+        out.match_category.push_back(c / ev.I);  // cell c = k * I + i (class-agnostic: c = i, k = 0)
+        const uint8_t* f = ev.flags.data() + (slot * ev.A + a_all) * ev.T;
+        out.match_flags.insert(out.match_flags.end(), f, f + ev.T);
+      }
+  }
 
   const auto accumulate_start = std::chrono::steady_clock::now();
   out.T = ev.T;

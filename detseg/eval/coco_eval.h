@@ -26,6 +26,9 @@ struct CocoEvalParams {
       {0, 1e10}, {0, 32 * 32}, {32 * 32, 96 * 96}, {96 * 96, 1e10}};
   std::vector<std::string> area_labels = {"all", "small", "medium", "large"};
   bool use_categories = true;  // false: class-agnostic (pycocotools useCats=0)
+  // Also return what matching made of each detection (CocoEvalResult::match_*), for the
+  // evaluation pictures; off by default since it costs memory on large sets.
+  bool keep_matches = false;
 
   CocoEvalParams();
 };
@@ -45,6 +48,15 @@ struct CocoEvalResult {
   // order; -1 where the category has no ground truth (empty in class-agnostic mode).
   std::vector<double> per_category_ap;
   std::vector<double> per_category_ap50;  // the same at IoU 0.5 (empty when 0.5 is not a threshold)
+  // With params.keep_matches: each detection that took part (the best max_dets.back() of its image
+  // and category, as evaluateImg keeps them), for the area range "all" (else the first): its
+  // position in the detections' dataset, its category index k (0 in class-agnostic mode) and its
+  // flags per IoU threshold, [n, T]: kMatchTrue (matched to ground truth), kMatchIgnored (matched
+  // to a crowd or out-of-range ground truth: neither true nor false), as accumulate() reads them.
+  static constexpr uint8_t kMatchTrue = 1, kMatchIgnored = 2;
+  std::vector<int64_t> match_detection;
+  std::vector<int64_t> match_category;
+  std::vector<uint8_t> match_flags;
   double seconds_evaluate = 0, seconds_accumulate = 0;
 
   double precision_at(int64_t t, int64_t r, int64_t k, int64_t a, int64_t m) const {

@@ -5,6 +5,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/eval/coco_results.h"
+#include "detseg/eval/eval_analysis.h"
 #include "detseg/data/readers/rle.h"
 
 namespace detseg {
@@ -91,6 +92,7 @@ Metrics CocoEvaluator::summarize() {
   }
   CocoEvalParams params = options_.params;
   if (params.image_ids.empty()) params.image_ids.assign(images_.begin(), images_.end());
+  params.keep_matches = params.keep_matches || options_.analysis;
   // coco_results_from checks ids and sizes and sets ids and areas as loadRes does.
   result_ = coco_evaluate(gt_, coco_results_from(detections_, gt_, params.iou_type == CocoIouType::kBbox), params);
   for (int i = 0; i < 12; ++i) m.values.emplace_back(kStatNames[i], result_.stats[i]);
@@ -123,8 +125,40 @@ Metrics CocoEvaluator::summarize() {
     }
     table += line;
   }
-  if (options_.per_class_text) m.text += table;
+  // AP by object size per class: in the JSON always (a few numbers), in the text with the table.
+  std::vector<std::vector<double>> by_size;
+  for (const char* size : {"small", "medium", "large"}) {
+    int64_t a = -1;
+    for (size_t i = 0; i < result_.params.area_labels.size(); ++i)
+      if (result_.params.area_labels[i] == size) a = static_cast<int64_t>(i);
+    by_size.push_back(a >= 0 ? coco_category_ap(result_, 0, result_.T, a) : std::vector<double>(result_.K, -1.0));
+  }
+  m.json["per_category_ap_by_size"] = nlohmann::ordered_json::object();
+  std::string size_table = "\n AP by object size (IoU 0.50:0.95; small < 32^2 < medium < 96^2 < large px; -: none)\n"
+                           " category                    small  medium   large\n";
+  auto cell = [](double v) {
+    char text[16];
+    if (v > -1)
+      std::snprintf(text, sizeof(text), " %7.3f", v);
+    else
+      std::snprintf(text, sizeof(text), " %7s", "-");
+    return std::string(text);
+  };
+  for (size_t k = 0; k < result_.per_category_ap.size(); ++k) {
+    const std::string name = category_name(gt_, result_.params.category_ids[k]);
+    m.json["per_category_ap_by_size"][name] = {{"small", by_size[0][k]}, {"medium", by_size[1][k]}, {"large", by_size[2][k]}};
+    char line[64];
+    std::snprintf(line, sizeof(line), " %-26s", name.c_str());
+    size_table += line + cell(by_size[0][k]) + cell(by_size[1][k]) + cell(by_size[2][k]) + "\n";
+  }
+  if (options_.per_class_text) m.text += table + size_table;
   return m;
+}
+
+std::shared_ptr<EvalAnalysis> CocoEvaluator::analysis() const {
+  if (!options_.analysis || !options_.metrics || !result_.params.keep_matches) return nullptr;
+  return std::make_shared<EvalAnalysis>(analyze_detections(
+      gt_, detections_, std::vector<int64_t>(images_.begin(), images_.end()), result_));
 }
 
 }  // namespace detseg

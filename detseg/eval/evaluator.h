@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "detseg/data/readers/coco.h"
 
 namespace detseg {
+
+struct EvalAnalysis;  // eval_analysis.h: the numbers behind the evaluation pictures
 
 // One image's predictions (and, for semantic segmentation, its ground truth).
 struct EvalSample {
@@ -52,6 +55,9 @@ class Evaluator {
   virtual std::string shard_state() const = 0;
   virtual void merge_shard_state(const std::string& state) = 0;
   virtual Metrics summarize() = 0;
+  // After summarize(): the numbers behind the evaluation pictures (PR curves, confusion matrices,
+  // ...), or null when this evaluator draws none or was not asked to keep them.
+  virtual std::shared_ptr<EvalAnalysis> analysis() const { return nullptr; }
 };
 
 }  // namespace detseg

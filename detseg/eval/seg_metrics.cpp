@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "detseg/core/error.h"
+#include "detseg/eval/eval_analysis.h"
 
 namespace detseg {
 
@@ -137,6 +138,14 @@ Metrics SemSegEvaluator::summarize() {
   }
   m.text = seg_metrics_text(s, class_names_);
   return m;
+}
+
+std::shared_ptr<EvalAnalysis> SemSegEvaluator::analysis() const {
+  auto analysis = std::make_shared<EvalAnalysis>();
+  for (int64_t c = 0; c < matrix_.num_classes; ++c)
+    analysis->pixel_classes.push_back(c < static_cast<int64_t>(class_names_.size()) ? class_names_[c] : std::to_string(c));
+  analysis->pixel_counts = matrix_.counts;
+  return analysis;
 }
 
 }  // namespace detseg

@@ -61,6 +61,8 @@ class SemSegEvaluator : public Evaluator {
   // values mIoU, pixel_accuracy, mean_accuracy, fwIoU; per_class IoU/<class>; json the same with
   // "per_class_iou" (null where a class's union is empty).
   Metrics summarize() override;
+  // The pixel confusion matrix (its counts and class names), for the evaluation pictures.
+  std::shared_ptr<EvalAnalysis> analysis() const override;
   const ConfusionMatrix& matrix() const { return matrix_; }
 
  private:

@@ -117,6 +117,54 @@ std::string encode_scalar_event(double wall_time, int64_t step, const std::strin
   return e;
 }
 
+std::string encode_pr_curve_event(double wall_time, int64_t step, const std::string& tag, const PrCurveData& data,
+                                  const std::string& display_name, const std::string& description) {
+  const size_t n = data.num_thresholds();
+  DETSEG_CHECK(n >= 2, "PR curve ", tag, ": needs at least 2 thresholds, got ", n);
+  const std::vector<float>* rows[6] = {&data.true_positives, &data.false_positives, &data.true_negatives,
+                                       &data.false_negatives, &data.precision,      &data.recall};
+  for (const auto* row : rows) DETSEG_CHECK(row->size() == n, "PR curve ", tag, ": rows of different lengths");
+  std::string plugin_content;  // PrCurvePluginData: version 0 (the default, not written), num_thresholds
+  put_tag(plugin_content, 2, 0);
+  put_varint(plugin_content, n);
+  std::string plugin_data;
+  put_bytes(plugin_data, 1, "pr_curves");  // PluginData.plugin_name
+  put_bytes(plugin_data, 2, plugin_content);
+  std::string metadata;
+  put_bytes(metadata, 1, plugin_data);  // SummaryMetadata.plugin_data
+  put_bytes(metadata, 2, display_name.empty() ? tag : display_name);
+  if (!description.empty()) put_bytes(metadata, 3, description);
+  std::string shape;  // TensorShapeProto: dim {size: 6}, dim {size: n}
+  for (uint64_t size : {uint64_t(6), uint64_t(n)}) {
+    std::string dim;
+    put_tag(dim, 1, 0);
+    put_varint(dim, size);
+    put_bytes(shape, 2, dim);
+  }
+  std::string content;  // little-endian float32, row-major
+  content.reserve(6 * n * 4);
+  for (const auto* row : rows)
+    for (float v : *row) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      put_fixed(content, bits, 4);
+    }
+  std::string tensor;
+  put_tag(tensor, 1, 0);  // TensorProto.dtype = DT_FLOAT
+  put_varint(tensor, 1);
+  put_bytes(tensor, 2, shape);
+  put_bytes(tensor, 4, content);  // tensor_content
+  std::string v;
+  put_bytes(v, 1, tag);       // Summary.Value.tag
+  put_bytes(v, 8, tensor);    // Summary.Value.tensor
+  put_bytes(v, 9, metadata);  // Summary.Value.metadata
+  std::string summary;
+  put_bytes(summary, 1, v);
+  std::string e = event_header(wall_time, step);
+  put_bytes(e, 5, summary);
+  return e;
+}
+
 std::string encode_file_version_event(double wall_time) {
   std::string e = event_header(wall_time, 0);
   put_bytes(e, 3, "brain.Event:2");  // Event.file_version
@@ -160,6 +208,12 @@ void EventWriter::write_record(const std::string& payload) {
 void EventWriter::add_scalar(const std::string& tag, double value, int64_t step, double wall_time) {
   write_record(encode_scalar_event(wall_time < 0 ? unix_time_now() : wall_time, step, tag,
                                    static_cast<float>(value)));
+}
+
+void EventWriter::add_pr_curve(const std::string& tag, const PrCurveData& data, int64_t step,
+                               const std::string& display_name, const std::string& description, double wall_time) {
+  write_record(encode_pr_curve_event(wall_time < 0 ? unix_time_now() : wall_time, step, tag, data, display_name,
+                                     description));
 }
 
 void EventWriter::flush() { std::fflush(file_); }

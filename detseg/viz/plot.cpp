@@ -56,18 +56,30 @@ cv::Size text_size(const std::string& text, double scale) {
 
 bool finite_point(const PlotSeries& s, size_t i) { return std::isfinite(s.x[i]) && std::isfinite(s.y[i]); }
 
-void draw_legend(cv::Mat& image, const std::vector<PlotSeries>& series, const cv::Rect& area) {
-  int text_width = 0;
-  for (const auto& s : series) text_width = std::max(text_width, text_size(s.name, kTickFontScale).width);
+cv::Scalar color_of(const std::vector<PlotSeries>& series, size_t i) {
+  return series[i].color[0] >= 0 ? series[i].color : series_color(i);
+}
+
+void draw_legend(cv::Mat& image, const std::vector<PlotSeries>& series, const cv::Rect& area, bool bottom_left) {
+  int text_width = 0, rows = 0;
+  for (const auto& s : series)
+    if (s.in_legend) {
+      text_width = std::max(text_width, text_size(s.name, kTickFontScale).width);
+      ++rows;
+    }
+  if (rows == 0) return;
   const int row = 16;
   const int width = text_width + 40;
-  const int height = row * static_cast<int>(series.size()) + 8;
-  const cv::Rect box(area.x + area.width - width - 8, area.y + 8, width, height);
+  const int height = row * rows + 8;
+  const cv::Rect box = bottom_left ? cv::Rect(area.x + 8, area.y + area.height - height - 8, width, height)
+                                   : cv::Rect(area.x + area.width - width - 8, area.y + 8, width, height);
   cv::rectangle(image, box, cv::Scalar(255, 255, 255), cv::FILLED);
   cv::rectangle(image, box, cv::Scalar(160, 160, 160), 1);
+  int shown = 0;
   for (size_t i = 0; i < series.size(); ++i) {
-    const int y = box.y + 4 + row * static_cast<int>(i) + row / 2;
-    cv::line(image, {box.x + 6, y}, {box.x + 28, y}, series_color(i), 2, cv::LINE_8);
+    if (!series[i].in_legend) continue;
+    const int y = box.y + 4 + row * shown++ + row / 2;
+    cv::line(image, {box.x + 6, y}, {box.x + 28, y}, color_of(series, i), series[i].thickness, cv::LINE_8);
     put_text(image, series[i].name, {box.x + 34, y + 4}, kTickFontScale);
   }
 }
@@ -130,8 +142,8 @@ AxisMapping fit_axes(const std::vector<PlotSeries>& series, const PlotOptions& o
   DETSEG_CHECK(x_lo <= x_hi, "plot '", options.title, "': no finite values to draw");
   AxisMapping m;
   m.area = cv::Rect(kLeft, kTop, options.width - kLeft - kRight, options.height - kTop - kBottom);
-  m.x_ticks = nice_ticks(x_lo, x_hi, 6);
-  m.y_ticks = nice_ticks(y_lo, y_hi, 5);
+  m.x_ticks = options.x_lo < options.x_hi ? nice_ticks(options.x_lo, options.x_hi, 5) : nice_ticks(x_lo, x_hi, 6);
+  m.y_ticks = options.y_lo < options.y_hi ? nice_ticks(options.y_lo, options.y_hi, 5) : nice_ticks(y_lo, y_hi, 5);
   m.x_min = m.x_ticks.front();
   m.x_max = m.x_ticks.back();
   m.y_min = m.y_ticks.front();
@@ -169,7 +181,7 @@ cv::Mat render_plot(const std::vector<PlotSeries>& series, const PlotOptions& op
   // Series: segments between consecutive finite points; a gap where a value is missing.
   for (size_t k = 0; k < series.size(); ++k) {
     const PlotSeries& s = series[k];
-    const cv::Scalar color = series_color(k);
+    const cv::Scalar color = color_of(series, k);
     bool have_previous = false;
     cv::Point previous;
     int finite_points = 0;
@@ -179,7 +191,7 @@ cv::Mat render_plot(const std::vector<PlotSeries>& series, const PlotOptions& op
         continue;
       }
       const cv::Point p = m.to_pixel_rounded(s.x[i], s.y[i]);
-      if (have_previous) cv::line(image, previous, p, color, 2, cv::LINE_8);
+      if (have_previous) cv::line(image, previous, p, color, s.thickness, cv::LINE_8);
       if (s.markers) cv::circle(image, p, 3, color, cv::FILLED, cv::LINE_8);
       previous = p;
       have_previous = true;
@@ -198,7 +210,7 @@ cv::Mat render_plot(const std::vector<PlotSeries>& series, const PlotOptions& op
     const cv::Size size = text_size(options.x_label, kTickFontScale);
     put_text(image, options.x_label, {a.x + (a.width - size.width) / 2, options.height - 8}, kTickFontScale);
   }
-  draw_legend(image, series, a);
+  draw_legend(image, series, a, options.legend_bottom_left);
   return image;
 }
 

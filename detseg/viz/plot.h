@@ -18,6 +18,9 @@ struct PlotSeries {
   std::vector<double> x;  // ascending steps
   std::vector<double> y;  // NaN/Inf values are gaps
   bool markers = false;   // also mark each point (sparse series such as evaluations)
+  cv::Scalar color = cv::Scalar(-1, -1, -1);  // BGR; negative: series_color(its index)
+  int thickness = 2;
+  bool in_legend = true;
 };
 
 struct PlotOptions {
@@ -26,6 +29,10 @@ struct PlotOptions {
   std::string title;
   std::string x_label = "step";
   std::string y_label;
+  // Fixed axis ranges (both ends used as the outer ticks) instead of ones fitted to the data, when
+  // lo < hi.
+  double x_lo = 0, x_hi = 0, y_lo = 0, y_hi = 0;
+  bool legend_bottom_left = false;  // the legend's corner: top-right (default) or bottom-left
 };
 
 // Evenly spaced round tick values (steps of 1, 2 or 5 x 10^k) covering [lo, hi] with about

@@ -6,6 +6,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/data/transforms/geometry.h"
+#include "detseg/data/transforms/steps.h"
 
 namespace detseg {
 namespace {
@@ -109,8 +110,11 @@ ImageGeometry random_scale_crop_pad(Example& ex, int64_t crop_h, int64_t crop_w,
   return step_between(before, ex.geometry);
 }
 
-void augment(Example& ex, const AugmentOptions& o, Rng& rng) {
+void augment(Example& ex, const AugmentOptions& o, Rng& rng) { augment(ex, o, rng, AugmentContext{}); }
+
+void augment(Example& ex, const AugmentOptions& o, Rng& rng, const AugmentContext& context) {
   if (o.random_flip) random_hflip(ex, rng, o.flip_probability);
+  run_augment_steps(ex, o, 0, o.steps.size(), rng, context);
   switch (o.resize) {
     case AugmentOptions::Resize::kNone:
       break;

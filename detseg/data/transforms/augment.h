@@ -11,8 +11,11 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <random>
+#include <vector>
 
+#include "detseg/config/augment_steps.h"
 #include "detseg/data/example.h"
 
 namespace detseg {
@@ -47,7 +50,8 @@ struct DeepLabCropOptions {
 ImageGeometry random_scale_crop_pad(Example& ex, int64_t crop_h, int64_t crop_w, const DeepLabCropOptions& options,
                                     Rng& rng);
 
-// One input pipeline: optional random flip, then one resize policy.
+// One input pipeline: optional random flip, the configured steps (train_input.augment, run by
+// steps.h), then one resize policy.
 struct AugmentOptions {
   enum class Resize { kNone, kKeepAspect, kFixed, kScaleJitter, kDeepLab, kMinMax } resize = Resize::kKeepAspect;
   int64_t out_h = 512, out_w = 512;     // output (or crop) size
@@ -56,9 +60,23 @@ struct AugmentOptions {
   ScaleJitterOptions jitter;            // for kScaleJitter
   DeepLabCropOptions deeplab;           // for kDeepLab
   MinMaxOptions min_max;                // for kMinMax
+  // Steps with their sizes resolved (no 0 = "the model's" left; engine/inputs.cpp does that).
+  std::vector<AugmentStep> steps;
+  int64_t total_steps = 0;     // training length, for mosaic's off_last_steps (0: unknown)
+  bool drop_cut_boxes = false; // train_input.box_policy drop: a box a crop cuts is dropped, not clipped
+};
+
+// What a step may need beyond its example: the training step the example is for, and other
+// examples to mix in (mosaic, mixup, copy_paste).
+struct AugmentContext {
+  int64_t step = -1;  // the batch number (= training step); -1: unknown
+  // Loads an un-augmented example of the data set picked with `rng` (never an absent one). Empty:
+  // mixing steps fail with an error naming the step.
+  std::function<Example(Rng&)> draw_example;
 };
 
 // Applies `options` to `ex` (in place). Deterministic given the rng state.
 void augment(Example& ex, const AugmentOptions& options, Rng& rng);
+void augment(Example& ex, const AugmentOptions& options, Rng& rng, const AugmentContext& context);
 
 }  // namespace detseg

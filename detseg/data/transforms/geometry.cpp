@@ -147,6 +147,87 @@ ImageGeometry transform_pad(Example& ex, int64_t out_h, int64_t out_w, std::arra
   return ImageGeometry{};
 }
 
+ImageGeometry transform_vflip(Example& ex) {
+  check_example(ex, "vflip");
+  ImageGeometry g;
+  g.scale_y = -1;
+  g.offset_y = static_cast<double>(ex.height());
+  ex.image = ex.image.flip({1}).contiguous();
+  if (ex.masks.defined()) ex.masks = ex.masks.flip({1}).contiguous();
+  if (ex.label_map.defined()) ex.label_map = ex.label_map.flip({0}).contiguous();
+  if (ex.num_boxes() > 0) ex.boxes = geometry_apply_boxes(g, ex.boxes);
+  compose(ex, g);
+  return g;
+}
+
+void transform_rot90(Example& ex) {
+  check_example(ex, "rot90");
+  const double w = static_cast<double>(ex.width());
+  // new[y'][x'] = old[x'][W - 1 - y']: transpose the plane, then reverse its rows.
+  ex.image = ex.image.transpose(1, 2).flip({1}).contiguous();
+  if (ex.masks.defined()) ex.masks = ex.masks.transpose(1, 2).flip({1}).contiguous();
+  if (ex.label_map.defined()) ex.label_map = ex.label_map.transpose(0, 1).flip({0}).contiguous();
+  if (ex.num_boxes() > 0) {
+    const at::Tensor b = ex.boxes;
+    ex.boxes = at::stack({b.select(1, 1), w - b.select(1, 2), b.select(1, 3), w - b.select(1, 0)}, 1);
+  }
+  ex.canvas_height = ex.canvas_width = 0;
+}
+
+ImageGeometry transform_pad_at(Example& ex, int64_t top, int64_t left, int64_t out_h, int64_t out_w,
+                               std::array<uint8_t, 3> fill, uint8_t label_fill) {
+  check_example(ex, "pad");
+  const int64_t h = ex.height(), w = ex.width();
+  DETSEG_CHECK(top >= 0 && left >= 0 && top + h <= out_h && left + w <= out_w, "pad: the ", h, "x", w,
+               " image at (", top, ", ", left, ") does not fit ", out_h, "x", out_w);
+  ImageGeometry g;
+  g.offset_x = static_cast<double>(left);
+  g.offset_y = static_cast<double>(top);
+  if (out_h != h || out_w != w) {
+    at::Tensor image = at::empty({3, out_h, out_w}, ex.image.options());
+    for (int c = 0; c < 3; ++c) image[c].fill_(static_cast<int64_t>(fill[c]));
+    image.narrow(1, top, h).narrow(2, left, w).copy_(ex.image);
+    ex.image = image;
+    if (ex.masks.defined()) {
+      at::Tensor masks = at::zeros({ex.masks.size(0), out_h, out_w}, ex.masks.options());
+      masks.narrow(1, top, h).narrow(2, left, w).copy_(ex.masks);
+      ex.masks = masks;
+    }
+    if (ex.label_map.defined()) {
+      at::Tensor label = at::full({out_h, out_w}, static_cast<int64_t>(label_fill), ex.label_map.options());
+      label.narrow(0, top, h).narrow(1, left, w).copy_(ex.label_map);
+      ex.label_map = label;
+    }
+  }
+  if (ex.num_boxes() > 0 && (top != 0 || left != 0)) ex.boxes = geometry_apply_boxes(g, ex.boxes);
+  ex.canvas_height = ex.canvas_width = 0;
+  compose(ex, g);
+  return g;
+}
+
+ImageGeometry transform_crop_keep_overlap(Example& ex, int64_t y0, int64_t x0, int64_t h, int64_t w,
+                                         double overlap_thresh, bool clip_cut) {
+  if (ex.num_boxes() > 0) {
+    const at::Tensor b = ex.boxes;
+    const at::Tensor bx1 = b.select(1, 0), by1 = b.select(1, 1), bx2 = b.select(1, 2), by2 = b.select(1, 3);
+    const double wx1 = static_cast<double>(x0), wy1 = static_cast<double>(y0);
+    const double wx2 = wx1 + static_cast<double>(w), wy2 = wy1 + static_cast<double>(h);
+    const at::Tensor iw = (at::clamp_max(bx2, wx2) - at::clamp_min(bx1, wx1)).clamp_min(0);
+    const at::Tensor ih = (at::clamp_max(by2, wy2) - at::clamp_min(by1, wy1)).clamp_min(0);
+    const at::Tensor area = (bx2 - bx1) * (by2 - by1);
+    const at::Tensor inside = iw * ih;
+    // The reference prunes boxes wholly outside the window, then those whose IoA is below the threshold.
+    at::Tensor keep = (inside > 0) & (inside >= overlap_thresh * area);
+    if (!clip_cut) keep = keep & (bx1 >= wx1) & (by1 >= wy1) & (bx2 <= wx2) & (by2 <= wy2);
+    const int64_t removed = ex.num_boxes() - keep.sum().item<int64_t>();
+    if (removed > 0) {
+      select_boxes(ex, keep);
+      ex.dropped_boxes += removed;
+    }
+  }
+  return transform_crop(ex, y0, x0, h, w);
+}
+
 ImageGeometry transform_hflip(Example& ex) {
   check_example(ex, "hflip");
   ImageGeometry g;

@@ -26,6 +26,27 @@ ImageGeometry transform_pad(Example& ex, int64_t out_h, int64_t out_w, std::arra
 // Mirrors left-right: x -> W - x for boxes (so [x1, x2] -> [W - x2, W - x1]).
 ImageGeometry transform_hflip(Example& ex);
 
+// Mirrors top-bottom: y -> H - y.
+ImageGeometry transform_vflip(Example& ex);
+
+// Rotates 90 degrees counter-clockwise (tf.image.rot90): pixel (x, y) -> (y, W - 1 - x), box
+// [x1, y1, x2, y2] -> [y1, W - x2, y2, W - x1], size H x W -> W x H. A per-axis ImageGeometry
+// cannot say this, so the geometry is left as it was (training only: nothing maps predictions back
+// through it). Resets the canvas.
+void transform_rot90(Example& ex);
+
+// Places the image at (top, left) of an out_h x out_w canvas: image padded with `fill` (RGB), masks
+// with 0, label map with `label_fill`; boxes shift by (left, top). Resets the canvas.
+ImageGeometry transform_pad_at(Example& ex, int64_t top, int64_t left, int64_t out_h, int64_t out_w,
+                               std::array<uint8_t, 3> fill, uint8_t label_fill = 255);
+
+// Crops the window [y0, y0+h) x [x0, x0+w) (inside the image) as the reference's crops do: a box is
+// kept when the fraction of its area inside the window is at least `overlap_thresh` (and it
+// overlaps the window at all); a kept box cut by the window is clipped to it, or dropped when
+// `clip_cut` is false. Removed boxes are counted in dropped_boxes. Resets the canvas.
+ImageGeometry transform_crop_keep_overlap(Example& ex, int64_t y0, int64_t x0, int64_t h, int64_t w,
+                                         double overlap_thresh, bool clip_cut);
+
 // Clips boxes to the image and drops degenerate ones (counted). Returns how many were dropped.
 int64_t clip_and_drop_boxes(Example& ex);
 
