@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-# Implements: the large-image test set of docs/cli.md's tiled-prediction table: BCCD platelets cut
-# by their boxes from the demo's validation images (assets/demo/val.json: images no demo model
-# trains on) and pasted at random places, randomly flipped, into large canvases of the smear's
-# background colour (the median pixel of those images). Objects of 20-50 px in a 2000 x 1500
-# image: the whole image resized to the demo model's 256 px leaves them 3-8 px; tiles of about
-# the demo images' height keep them at the size the model learnt. Paste places are drawn anywhere
-# (so many straddle tile borders) but never overlapping another platelet.
+# Implements: a large-image test set for scoring tiled prediction (docs/cli.md, "Large images"):
+# BCCD platelets cut by their boxes from the demo's validation images (assets/demo/val.json:
+# images no demo model trains on) and pasted at random places, randomly flipped, into large
+# canvases of the smear's background colour (the median pixel of those images). Objects of
+# 20-50 px in a 2000 x 1500 image: the whole image resized to the demo model's 256 px leaves them
+# 3-8 px; tiles of about the demo images' height keep them at the size the model learnt. Paste
+# places are drawn anywhere (so many straddle tile borders) but never overlapping another platelet.
 # Writes IMAGES/tiled_NNN.jpg and a COCO file with the demo's categories (RBC 1, WBC 2,
 # Platelets 3), so a demo checkpoint's category ids match. Deterministic for a seed.
 #   .venv/bin/python bench/make_tiled_set.py [--out /tmp/detseg_tiled_set] [--images 10]

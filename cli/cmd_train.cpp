@@ -53,6 +53,9 @@ int run_train(const TrainArgs& args) {
       write_file_atomic(args.model_dir + "/eval-final" + set + ".json", eval.json);
       if (!eval.detections.empty())
         write_file_atomic(args.model_dir + "/detections-final" + set + ".json", eval.detections);
+      // The evaluation pictures (eval.pictures) of the final weights, as `detseg eval` writes them.
+      if (!write_report_pictures(eval, args.model_dir + "/eval").empty())
+        print_output(str("evaluation pictures written to ", pictures_dir(args.model_dir + "/eval", eval), "/\n"));
     }
   }
   return 0;

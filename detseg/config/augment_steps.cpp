@@ -282,10 +282,6 @@ std::vector<AugmentStepInfo> build_catalogue() {
       "their boxes recomputed, wholly covered instances dropped",
       {number("instance_probability", 0.5, 0, 1, "Chance each instance of the other image is pasted")});
   c.back().needs_masks = true;
-  add("autoaugment_image", "policy", 1.0,
-      "EfficientDet's AutoAugment detection policies (Zoph et al. 2019): one sub-policy picked uniformly, each of "
-      "its operations applied with its probability and magnitude, box-level operations included",
-      {text("policy_name", "v0", {"v0", "v1", "v2", "v3"}, "Which policy: v0 (the paper's), v1, v2, v3")});
   return c;
 }
 
@@ -551,6 +547,7 @@ void resolve_augment_lists(PipelineConfig& c) {
   for (const auto& [name, input] : c.eval_inputs) refuse_on_eval(input, "eval_inputs." + name);
 
   InputConfig& in = c.train_input;
+  if (in.augment.resolved) return;  // read back from a resolved config: nothing left to do
   const bool older_keys = in.hflip || in.scale_min != 1.0 || in.scale_max != 1.0;
   if (in.augment.where.empty()) {
     // Left out: today's list from the older keys, which then say nothing more.
@@ -586,6 +583,7 @@ void resolve_augment_lists(PipelineConfig& c) {
                         "resize_to_fit, resize_min_max, scale_jitter_crop or random_scale_crop_and_pad_to_square");
   }
   if (!sized) in.augment.steps.push_back(model_sizing_step(c, 1.0, 1.0));
+  in.augment.resolved = true;
 }
 
 std::string augment_steps_markdown() {

@@ -91,6 +91,9 @@ AugmentStep make_augment_step(const std::string& name);
 struct AugmentList {
   std::vector<AugmentStep> steps;
   std::string where;
+  // Set by resolve_augment_lists: the list is final (a config built in code, never resolved, still
+  // says it through the older keys).
+  bool resolved = false;
 };
 
 // Reads one list entry. `where(node)` gives the "file:line: " prefix for an error at that node;

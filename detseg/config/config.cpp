@@ -93,7 +93,7 @@ void visit_input(V& v, InputConfig& c) {
           "Training: the augmentation steps, in order, each `- name: {param: value, ...}` (optional `probability`: "
           "the chance it runs); the step table below and docs/data.md. Left out: random_horizontal_flip when "
           "hflip, then the model's sizing step (scale_min/max); a list without a sizing step gets the model's "
-          "appended");
+          "appended; a list over a _base_ (or by --set) replaces the hflip and scale_* it set");
   v.field("num_workers", c.num_workers, range(0, 64), "Loader worker threads (0: load in the caller)");
   v.field("prefetch", c.prefetch, range(1, 1024), "Batches prepared ahead");
   v.field("sample_1_of_n", c.sample_1_of_n, range(1), "Use every n-th image (evaluation)");
@@ -797,7 +797,7 @@ class Writer {
   void write(const GradientMultiplier& x) { write(format_gradient_multiplier(x)); }
   void write(const ScopeRule& x) { write(format_scope_rule(x)); }
   void write(const AugmentList& x) {
-    out_ << YAML::Block << YAML::BeginSeq;
+    out_ << (x.steps.empty() ? YAML::Flow : YAML::Block) << YAML::BeginSeq;  // none: `augment: []`
     for (const AugmentStep& step : x.steps) emit_augment_step(out_, step);
     out_ << YAML::EndSeq;
   }
@@ -1131,6 +1131,30 @@ YAML::Node load_with_bases(const std::string& path, const std::string& text, std
   return merged;
 }
 
+// train_input.augment written in the config itself (or by --set) replaces the older keys its
+// _base_ set (hflip, scale_min, scale_max): the demo recipes set hflip, and a config built on one
+// gives its own list. Both written at the same level stay an error (resolve_augment_lists).
+void drop_inherited_augment_keys(YAML::Node& root, const std::string& source, const Overrides& overridden,
+                                 const KeyOrigins& origins) {
+  const YAML::Node& const_root = root;
+  if (!root.IsMap()) return;
+  const YAML::Node const_input = const_root["train_input"];
+  if (!const_input.IsDefined() || !const_input.IsMap() || !const_input["augment"].IsDefined()) return;
+  YAML::Node input = root["train_input"];
+  auto by_set = [&](const std::string& key) {
+    return overridden.count("train_input") > 0 || overridden.count("train_input." + key) > 0;
+  };
+  auto from_file = [&](const std::string& key) {
+    const auto it = origins.find("train_input." + key);
+    return it != origins.end() && it->second == source;
+  };
+  if (!by_set("augment") && !from_file("augment")) return;
+  for (const char* key : {"hflip", "scale_min", "scale_max"}) {
+    const bool here = by_set(key) || (from_file(key) && !by_set("augment"));
+    if (const_input[key].IsDefined() && !here) input.remove(key);
+  }
+}
+
 // parse_config's work. A failed rule across keys (check_consistency) is handed back in
 // `rule_error` instead of thrown, for blame_overrides to weigh.
 PipelineConfig read_config(const std::string& yaml_text, const std::string& source,
@@ -1142,6 +1166,7 @@ PipelineConfig read_config(const std::string& yaml_text, const std::string& sour
   YAML::Node root = load_with_bases(source, yaml_text, chain, origins, files);
   Overrides overridden;
   for (const auto& o : overrides) apply_override(root, o, overridden);
+  drop_inherited_augment_keys(root, source, overridden, origins);
   PipelineConfig config;
   config.source = source;
   config.files = files;

@@ -36,7 +36,7 @@ void apply_label_map(CocoDataset& coco, const LabelMap& map, const std::string& 
 
 // train_input.augment, resolved from the older keys when the config was built in code rather than read.
 std::vector<AugmentStep> training_steps(const PipelineConfig& config, const InputConfig& input) {
-  if (!input.augment.where.empty()) return input.augment.steps;
+  if (input.augment.resolved) return input.augment.steps;
   PipelineConfig resolved = config;
   resolved.train_input = input;
   resolved.eval_input = InputConfig{};

@@ -135,7 +135,7 @@ Metrics CocoEvaluator::summarize() {
   }
   m.json["per_category_ap_by_size"] = nlohmann::ordered_json::object();
   std::string size_table = "\n AP by object size (IoU 0.50:0.95; small < 32^2 < medium < 96^2 < large px; -: none)\n"
-                           " category                    small  medium   large\n";
+                           " category                     small  medium   large\n";
   auto cell = [](double v) {
     char text[16];
     if (v > -1)

@@ -145,7 +145,8 @@ MatrixPicture confusion_picture(const DetectionConfusion& c) {
 
 MatrixPicture ap_by_size_picture(const EvalAnalysis& a) {
   MatrixPicture p;
-  p.title = "AP by object size (IoU 0.50:0.95; small < 32^2 < medium < 96^2 < large px)";
+  // (32x32, not 32^2: the Hershey font has no caret)
+  p.title = "AP by object size (IoU 0.50:0.95; area: small < 32x32 px < medium < 96x96 px < large)";
   p.row_axis = "class";
   p.column_axis = "object size";
   p.column_names = {"small", "medium", "large"};

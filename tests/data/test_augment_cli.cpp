@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "../command_runner.h"
 #include "../temp_dir.h"
@@ -92,4 +94,55 @@ TEST(AugmentCli, TrainDrawsWhatTheModelSeesAtItsStart) {
   EXPECT_EQ(picture.cols, 4 * (320 + 4) + 4);  // 16 images: 4 x 4
   EXPECT_NE(r.output.find("train_batch.png: 16 training images as augmented from step 0"), std::string::npos)
       << r.output;
+}
+
+namespace {
+
+// The losses metrics.jsonl recorded, by step.
+std::map<int64_t, double> losses(const fs::path& model_dir) {
+  std::map<int64_t, double> out;
+  std::ifstream in(model_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const size_t step = line.find("\"step\":"), loss = line.find("\"total_loss\":");
+    if (step == std::string::npos || loss == std::string::npos) continue;
+    out[std::stoll(line.substr(step + 7))] = std::stod(line.substr(loss + 13));
+  }
+  return out;
+}
+
+}  // namespace
+
+// A list with image-mixing, cropping and colour steps: 4 steps straight and 2, stop, resume to 4
+// see the same batches (the losses of steps 3 and 4 are the same numbers), with 1 and 2 workers.
+TEST(AugmentCli, ResumeTrainsOnTheSameAugmentedBatches) {
+  const detseg::testing::TempDir dir("augment_cli_resume");
+  const std::string config = demo_config(dir.path(),
+                                         "  augment:\n"
+                                         "    - mosaic: {probability: 0.5}\n"
+                                         "    - mixup: {probability: 0.3}\n"
+                                         "    - random_horizontal_flip\n"
+                                         "    - ssd_random_crop\n"
+                                         "    - random_distort_color\n"
+                                         "    - random_jitter_boxes\n"
+                                         "    - random_scale_crop_and_pad_to_square: {output_size: 0, scale_min: 0.5}\n");
+  const std::string common = " --set \"eval_input.annotations=''\" --set train.checkpoint_every=2";
+  const fs::path straight = dir.path() / "straight", split = dir.path() / "split";
+  ASSERT_EQ(detseg_run("train --config " + config + " --model-dir " + straight.string() + common +
+                       " --set train.num_steps=4 --set train_input.num_workers=1")
+                .code,
+            0);
+  ASSERT_EQ(detseg_run("train --config " + config + " --model-dir " + split.string() + common +
+                       " --set train.num_steps=2 --set train_input.num_workers=2")
+                .code,
+            0);
+  const detseg::testing::CommandRun resumed = detseg_run("train --config " + config + " --model-dir " +
+                                                         split.string() + common + " --set train.num_steps=4");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const std::map<int64_t, double> a = losses(straight), b = losses(split);
+  ASSERT_EQ(a.size(), 4u);
+  for (int64_t step = 1; step <= 4; ++step) {
+    ASSERT_EQ(b.count(step), 1u) << "step " << step;
+    EXPECT_EQ(a.at(step), b.at(step)) << "step " << step;
+  }
+  EXPECT_NE(a.at(3), a.at(4));
 }

@@ -203,3 +203,46 @@ TEST(Tiling, DetectionsWithMasksAreRefused) {
     EXPECT_NE(std::string(e.what()).find("instance masks are not tiled"), std::string::npos) << e.what();
   }
 }
+
+// The merge alone, on detections worked out by hand (tiles 0-3, classes 0 and 1):
+//   rows 0, 1: whole, class 0, IoU 380 / 420 = 0.90 -> per-class NMS keeps row 0 (0.9);
+//   row 8: whole, class 1, on row 1's place -> kept (another class);
+//   rows 2, 3: class 0, cut at tile 0's right edge and tile 1's left edge, y extents [50, 70] and
+//     [51, 70] (1-D IoU 19 / 20) -> joined: the union [80, 50, 120, 70] with row 2's 0.7 (IOS alone,
+//     76 / 400, would not join them);
+//   row 4: row 3's box but class 1 -> not joined, kept as it is;
+//   row 5: class 0, tile 0, cut right, below row 3 (y [72, 90], 2 px from [51, 70]: the pieces meet
+//     but their y extents do not overlap) -> not joined, kept;
+//   rows 6, 7: a piece (0.95) inside whole row 7 (0.3) of its class -> the piece is dropped.
+TEST(Tiling, MergeWorkedByHand) {
+  const at::Tensor boxes = at::tensor({10.f,  10.f,  30.f,  30.f,    // 0
+                                       11.f,  10.f,  31.f,  30.f,    // 1
+                                       80.f,  50.f,  100.f, 70.f,    // 2
+                                       96.f,  51.f,  120.f, 70.f,    // 3
+                                       96.f,  51.f,  120.f, 70.f,    // 4
+                                       80.f,  72.f,  100.f, 90.f,    // 5
+                                       200.f, 200.f, 230.f, 260.f,   // 6
+                                       200.f, 200.f, 260.f, 260.f,   // 7
+                                       11.f,  10.f,  31.f,  30.f},   // 8
+                                      at::kFloat)
+                               .reshape({9, 4});
+  const at::Tensor scores = at::tensor({0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.4f, 0.95f, 0.3f, 0.85f}, at::kFloat);
+  const at::Tensor classes = at::tensor(std::vector<int64_t>{0, 0, 0, 0, 1, 0, 0, 0, 1}, at::kLong);
+  const at::Tensor tiles = at::tensor(std::vector<int64_t>{0, 1, 0, 1, 1, 0, 3, 2, 1}, at::kLong);
+  const at::Tensor cut = at::tensor(std::vector<int64_t>{0, 0, detseg::kTileRight, detseg::kTileLeft, detseg::kTileLeft,
+                                                         detseg::kTileRight, detseg::kTileRight, 0, 0},
+                                    at::kLong);
+  const detseg::MergedDetections merged = detseg::merge_tile_detections(boxes, scores, classes, tiles, cut, {});
+  ASSERT_EQ(merged.boxes.size(0), 6);
+  EXPECT_EQ(std::vector<int64_t>(merged.source.data_ptr<int64_t>(), merged.source.data_ptr<int64_t>() + 6),
+            (std::vector<int64_t>{0, 8, 2, 4, 5, 7}));
+  const std::vector<float> expected_scores = {0.9f, 0.85f, 0.7f, 0.5f, 0.4f, 0.3f};
+  const std::vector<std::vector<float>> expected_boxes = {{10, 10, 30, 30},   {11, 10, 31, 30},  {80, 50, 120, 70},
+                                                          {96, 51, 120, 70},  {80, 72, 100, 90}, {200, 200, 260, 260}};
+  for (int64_t i = 0; i < 6; ++i) {
+    EXPECT_FLOAT_EQ(merged.scores[i].item<float>(), expected_scores[static_cast<size_t>(i)]) << i;
+    for (int64_t c = 0; c < 4; ++c)
+      EXPECT_FLOAT_EQ(merged.boxes[i][c].item<float>(), expected_boxes[static_cast<size_t>(i)][static_cast<size_t>(c)])
+          << i << "," << c;
+  }
+}

@@ -1,10 +1,12 @@
 // The evaluation pictures through the real binary: `detseg train`'s final-step evaluation and
 // `detseg eval` write them into the model dir's eval/pictures-<step>/ with the numbers the
 // evaluation prints (the --json file), TensorBoard's event file holds a PR curve per class that
-// tensorboard's own reader parses, and eval.pictures: false turns it all off.
+// tensorboard's own reader parses, and eval.pictures: false turns it all off; predict's
+// --draw-threshold changes the pictures, not the detections file.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +14,7 @@
 
 #include "command_runner.h"
 #include "detseg/core/files.h"
+#include "detseg/data/image_codec.h"
 #include "detseg/data/readers/coco.h"
 #include "peer_python.h"
 #include "temp_dir.h"
@@ -70,8 +73,10 @@ TEST(EvalPicturesCli, TrainAndEvalWriteThePicturesWithThePrintedNumbers) {
   const fs::path model = temp / "model";
   CommandRun r = run_command(bin + "train --config " + config.string() + " --model-dir " + model.string());
   ASSERT_EQ(r.code, 0) << r.output;
-  // Training's evaluation at its final step (every_steps 2 = num_steps) drew the pictures.
+  // Training's evaluations at its final step (every_steps 2 = num_steps, and the final one) drew
+  // the pictures.
   const fs::path pictures = model / "eval" / "pictures-2";
+  EXPECT_NE(r.output.find("evaluation pictures written to " + pictures.string() + "/"), std::string::npos) << r.output;
   for (const char* name : {"pr_curves_iou50.png", "pr_curves_iou50-95.png", "pr_curves.json", "confusion_matrix.png",
                            "confusion_matrix.json", "ap_by_size.png", "ap_by_size.json", "gallery.json"})
     EXPECT_TRUE(fs::exists(pictures / name)) << name << "\n" << r.output;
@@ -110,6 +115,7 @@ TEST(EvalPicturesCli, TrainAndEvalWriteThePicturesWithThePrintedNumbers) {
     for (const auto& a : truth.annotations)
       objects += truth.categories[static_cast<size_t>(truth.category_index.at(a.category_id))].name == matrix["names"][col];
     EXPECT_EQ(column, objects) << matrix["names"][col];
+    EXPECT_EQ(curves["classes"][col]["num_truth"].get<int64_t>(), objects) << matrix["names"][col];
   }
   EXPECT_EQ(matrix["matrix"][3][3], 0);
   const nlohmann::json gallery = read_json(pictures / "gallery.json");
@@ -117,21 +123,36 @@ TEST(EvalPicturesCli, TrainAndEvalWriteThePicturesWithThePrintedNumbers) {
   EXPECT_LE(gallery["images"].size(), 3u);
   EXPECT_TRUE(fs::exists(pictures / "gallery.png"));
 
-  // TensorBoard's own reader parses the curves training wrote.
+  // TensorBoard's own PR-curves plugin, through the data provider `tensorboard --logdir` serves it
+  // from, lists the curves training wrote and gives each one's data (what its dashboard draws).
   const fs::path script = temp / "tags.py";
-  std::ofstream(script) << "import sys\n"
-                           "from tensorboard.backend.event_processing import event_accumulator as ea\n"
-                           "acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.TENSORS: 0})\n"
-                           "acc.Reload()\n"
-                           "for tag in sorted(acc.PluginTagToContent('pr_curves')):\n"
-                           "    print(tag, acc.Tensors(tag)[0].step, [d.size for d in acc.Tensors(tag)[0].tensor_proto.tensor_shape.dim])\n";
+  std::ofstream(script)
+      << "import sys\n"
+         "from tensorboard import context\n"
+         "from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer as pem\n"
+         "from tensorboard.plugins import base_plugin\n"
+         "from tensorboard.plugins.pr_curve import pr_curves_plugin\n"
+         "m = pem.EventMultiplexer()\n"
+         "m.AddRunsFromDirectory(sys.argv[1])\n"
+         "m.Reload()\n"
+         "plugin = pr_curves_plugin.PrCurvesPlugin(base_plugin.TBContext(\n"
+         "    data_provider=data_provider.MultiplexerDataProvider(m, sys.argv[1]), logdir=sys.argv[1]))\n"
+         "ctx = context.RequestContext()\n"
+         "for run, tags in sorted(plugin.tags_impl(ctx, '').items()):\n"
+         "    for tag in sorted(tags):\n"
+         "        e = plugin.pr_curves_impl(ctx, '', [run], tag)[run][-1]\n"
+         "        print(tag, e['step'], tags[tag]['displayName'], '|', e['true_positives'][0] + e['false_negatives'][0])\n";
   if (fs::exists(detseg::test::kPeerPython) &&
       std::system((detseg::test::kPeerPython + " -c 'import tensorboard' >/dev/null 2>&1").c_str()) == 0) {
     const CommandRun tb = run_command(detseg::test::kPeerPython + " " + script.string() + " " + (model / "eval").string());
     ASSERT_EQ(tb.code, 0) << tb.output;
-    for (const char* name : {"Platelets", "RBC", "WBC"})
-      EXPECT_NE(tb.output.find(std::string("pr_iou50/") + name + " 2 [6, 101]"), std::string::npos)
-          << tb.output;
+    // Each class: its tag at step 2, its display name, and tp + fn at threshold 0 = its objects
+    // among the evaluated images (every class of the 3 images has some).
+    for (const auto& c : curves["classes"]) {
+      const std::string name = c["name"];
+      const std::string line = "pr_iou50/" + name + " 2 " + name + " (IoU 0.5) | " + std::to_string(c["num_truth"].get<int64_t>());
+      EXPECT_NE(tb.output.find(line + "\n"), std::string::npos) << line << "\n" << tb.output;
+    }
   } else {
     std::printf("no tensorboard in %s: its reader was not run (scripts/setup.sh --peers)\n",
                 detseg::test::kPeerPython.c_str());
@@ -146,6 +167,49 @@ TEST(EvalPicturesCli, TrainAndEvalWriteThePicturesWithThePrintedNumbers) {
   EXPECT_EQ(r.output.find("evaluation pictures"), std::string::npos) << r.output;
 }
 
+TEST(EvalPicturesCli, DrawThresholdChangesThePictureNotTheDetections) {
+  const detseg::testing::TempDir temp("draw_threshold_cli");
+  const fs::path config = write_config(temp.path());
+  const std::string bin = std::string(DETSEG_BINARY) + " --threads 2 ";
+  const fs::path model = temp / "model";
+  CommandRun r = run_command(bin + "train --config " + config.string() + " --model-dir " + model.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  fs::create_directories(temp / "in");
+  fs::copy_file(kImages + "/BloodImage_00000.jpg", temp / "in" / "a.jpg");
+  auto predict = [&](const std::string& flag, const std::string& out) {
+    const CommandRun p = run_command(bin + "predict --config " + config.string() + " --checkpoint " +
+                                     (model / "ckpt-2.dsckpt").string() + " --input " + (temp / "in").string() +
+                                     " --output " + (temp / out).string() + " " + flag);
+    EXPECT_EQ(p.code, 0) << p.output;
+    return read_json(temp / out / "detections.json");
+  };
+  const nlohmann::json all = predict("--draw-threshold 0", "all");
+  const nlohmann::json none = predict("--draw-threshold 1", "none");
+  const nlohmann::json old_name = predict("--score-threshold 1", "old");
+  // postprocess.score_threshold 0.001 keeps many detections; the drawing threshold removes none.
+  ASSERT_GT(all.size(), 5u);
+  EXPECT_EQ(all, none);
+  EXPECT_EQ(all, old_name);
+  // A barely trained model scores below 1: at 1 nothing is drawn, the picture is the photo.
+  for (const auto& d : all) ASSERT_LT(d["score"].get<double>(), 1.0);
+  const cv::Mat photo = detseg::read_image_bgr((temp / "in" / "a.jpg").string());
+  const cv::Mat drawn_none = detseg::read_image_bgr((temp / "none" / "a.jpg.png").string());
+  const cv::Mat drawn_all = detseg::read_image_bgr((temp / "all" / "a.jpg.png").string());
+  ASSERT_EQ(drawn_none.size(), photo.size());
+  EXPECT_EQ(cv::norm(drawn_none, photo, cv::NORM_INF), 0);
+  EXPECT_EQ(cv::norm(detseg::read_image_bgr((temp / "old" / "a.jpg.png").string()), photo, cv::NORM_INF), 0);
+  EXPECT_GT(cv::norm(drawn_all, photo, cv::NORM_INF), 0);
+  // Both names at once: refused.
+  r = run_command(bin + "predict --config " + config.string() + " --checkpoint " + (model / "ckpt-2.dsckpt").string() +
+                  " --input " + (temp / "in").string() + " --output " + (temp / "both").string() +
+                  " --draw-threshold 0.5 --score-threshold 0.5");
+  EXPECT_EQ(r.code, 2) << r.output;
+  r = run_command(bin + "predict --checkpoint c --input i --output o --draw-threshold 1.5");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output, "detseg: error: --draw-threshold: expected a number in [0, 1], got \"1.5\"; see `detseg predict "
+                      "--help`\n");
+}
+
 TEST(EvalPicturesCli, NoPicturesNorCurvesWhenTurnedOff) {
   const detseg::testing::TempDir temp("eval_pictures_cli_off");
   const fs::path config = write_config(temp.path());
@@ -154,6 +218,7 @@ TEST(EvalPicturesCli, NoPicturesNorCurvesWhenTurnedOff) {
                                    " --model-dir " + model.string() + " --set eval.pictures=false");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_FALSE(fs::exists(model / "eval" / "pictures-2"));
+  EXPECT_EQ(r.output.find("evaluation pictures"), std::string::npos) << r.output;
   const std::string events = events_text(model / "eval");
   EXPECT_NE(events.find("AP50"), std::string::npos);  // the scalars are there
   EXPECT_EQ(events.find("pr_curves"), std::string::npos);

@@ -13,9 +13,6 @@
 
 namespace detseg {
 
-// autoaugment.cpp
-void autoaugment_image(Example& ex, const std::string& policy, Rng& rng);
-
 namespace {
 
 double uniform(Rng& rng, double lo, double hi) {
@@ -35,9 +32,11 @@ struct StepEnv {
 
 using StepFn = void (*)(Example&, const AugmentStep&, Rng&, const StepEnv&);
 
-// Colour steps write the image in place: make sure it is this example's own contiguous tensor.
+// Colour steps write the image in place: make sure it is this example's own contiguous tensor
+// (a copy of an Example shares its tensor, a view its storage; a freshly decoded image is not copied).
 at::Tensor& own_image(Example& ex) {
-  if (!ex.image.is_contiguous()) ex.image = ex.image.contiguous();
+  if (!ex.image.is_contiguous() || ex.image.use_count() > 1 || ex.image.storage().use_count() > 1)
+    ex.image = ex.image.clone();
   return ex.image;
 }
 
@@ -292,10 +291,6 @@ void step_copy_paste(Example& ex, const AugmentStep& s, Rng& rng, const StepEnv&
   copy_paste_examples(ex, other, selected);
 }
 
-void step_autoaugment(Example& ex, const AugmentStep& s, Rng& rng, const StepEnv&) {
-  own_image(ex);
-  autoaugment_image(ex, s.text("policy_name"), rng);
-}
 
 const std::unordered_map<std::string, StepFn>& step_table() {
   static const std::unordered_map<std::string, StepFn> table = {
@@ -326,7 +321,6 @@ const std::unordered_map<std::string, StepFn>& step_table() {
       {"mosaic", step_mosaic},
       {"mixup", step_mixup},
       {"copy_paste", step_copy_paste},
-      {"autoaugment_image", step_autoaugment},
   };
   return table;
 }
