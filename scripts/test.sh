@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --peers
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@")
+grep -h '^\[ measured \]' build/Testing/Temporary/LastTest.log | sed 's|^|native |' || true
 if (($# == 0)); then
   bash scripts/test_kernel_sets.sh  # the numerically sensitive tests again, under two other CPUs' kernels
   bash scripts/sanitize.sh

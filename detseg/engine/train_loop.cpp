@@ -12,6 +12,7 @@
 #include <cctype>
 #include <functional>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "detseg/core/error.h"
@@ -73,16 +74,41 @@ bool reads_every_step(const at::Device& device) {
 // ---- The steps of train_model, in the order it runs them.
 
 // One trainer per model dir: a second one would interleave checkpoints and logs. Rank 0 (or the
-// only process) holds the lock; the other ranks of its run share the dir by design.
-std::unique_ptr<DirectoryLock> claim_model_dir(const PipelineConfig& config, const std::string& model_dir) {
+// only process) holds the lock; the other ranks of its run share the dir by design. `created` says
+// whether this run made the folder, so that a run refused by its checks can take it away again.
+struct ModelDirClaim {
+  std::unique_ptr<DirectoryLock> lock;
+  bool created = false;
+};
+
+ModelDirClaim claim_model_dir(const std::string& model_dir) {
+  ModelDirClaim claim;
+  std::error_code ec;
+  claim.created = !std::filesystem::exists(model_dir, ec);
   make_directories(model_dir);
-  if (const char* rank = std::getenv("RANK"); rank != nullptr && std::string(rank) != "0") return nullptr;
-  auto lock = std::make_unique<DirectoryLock>(model_dir, "another detseg train");
-  log_to_file(model_dir + "/train.log");  // what this run prints, appended run after run
+  if (const char* rank = std::getenv("RANK"); rank != nullptr && std::string(rank) != "0") return claim;
+  claim.lock = std::make_unique<DirectoryLock>(model_dir, "another detseg train");
+  return claim;
+}
+
+// A run refused before its first step leaves the model dir as it found it: a folder it created
+// holds only the lock file then, and goes.
+void release_refused_model_dir(ModelDirClaim& claim, const std::string& model_dir) {
+  if (!claim.created || !claim.lock) return;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec))
+    if (entry.path().filename() != ".lock") return;
+  claim.lock.reset();
+  std::filesystem::remove(std::filesystem::path(model_dir) / ".lock", ec);
+  std::filesystem::remove(model_dir, ec);
+}
+
+// train.log is opened once the run is accepted (appended run after run).
+void start_model_dir_log(const PipelineConfig& config, const std::string& model_dir) {
+  log_to_file(model_dir + "/train.log");
   append_to_log_file(str("detseg train: ", config.source, " -> ", model_dir));
   if (int removed = remove_stale_temp_files(model_dir))
     log_debug("removed ", removed, " temporary files left by a killed run in ", model_dir);
-  return lock;
 }
 
 // What the loop trains and updates: the model with its optimizer, schedule, EMA and fp16 scaler.
@@ -360,22 +386,33 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   // size, and a block larger than the memory left fails naming it (engine/memory.h).
   check_model_fits_in_memory(config, ModelUse::kTraining);
   guard_cpu_allocations();
-  const std::unique_ptr<DirectoryLock> lock = claim_model_dir(config, model_dir);
-  dist::DataParallel dp(t.distributed, device);  // one process unless torchrun's variables say otherwise
-  at::manual_seed(static_cast<uint64_t>(t.seed));
-
+  ModelDirClaim claim = claim_model_dir(model_dir);
   CheckpointManagerOptions ckpt_options;
   ckpt_options.model_dir = model_dir;
   ckpt_options.keep = static_cast<int>(t.keep_checkpoints);
   ckpt_options.save_every_steps = t.checkpoint_every;
-  CheckpointManager checkpoints(ckpt_options);
-  const std::vector<std::string> class_order = model_class_order(config, model_dir, checkpoints);
-  const InputData data = make_input_data(config, config.train_input, /*training=*/true, class_order);
-  DETSEG_CONFIG_CHECK(data.num_classes == config.model.num_classes, location(config.source), "model.num_classes is ",
-                      config.model.num_classes, " but ", config.train_input.annotations, " defines ", data.num_classes,
-                      " classes", class_order.empty() ? "" : str(" (by name, the model's ", quoted_names(class_order), ")"));
-  check_evaluation_sets(config, data.class_names);
-  check_evaluation_data(config, dp.is_main());  // a bad evaluation image stops the run now, not at its first evaluation
+  std::optional<dist::DataParallel> dp_slot;
+  std::optional<CheckpointManager> checkpoints_slot;
+  InputData data;
+  try {
+    dp_slot.emplace(t.distributed, device);  // one process unless torchrun's variables say otherwise
+    at::manual_seed(static_cast<uint64_t>(t.seed));
+    checkpoints_slot.emplace(ckpt_options);
+    const std::vector<std::string> class_order = model_class_order(config, model_dir, *checkpoints_slot);
+    data = make_input_data(config, config.train_input, /*training=*/true, class_order);
+    DETSEG_CONFIG_CHECK(data.num_classes == config.model.num_classes, location(config.source), "model.num_classes is ",
+                        config.model.num_classes, " but ", config.train_input.annotations, " defines ",
+                        data.num_classes, " classes",
+                        class_order.empty() ? "" : str(" (by name, the model's ", quoted_names(class_order), ")"));
+    check_evaluation_sets(config, data.class_names);
+    check_evaluation_data(config, dp_slot->is_main());  // a bad evaluation image stops the run now, not at its first evaluation
+  } catch (...) {
+    release_refused_model_dir(claim, model_dir);
+    throw;
+  }
+  if (claim.lock) start_model_dir_log(config, model_dir);
+  dist::DataParallel& dp = *dp_slot;
+  CheckpointManager& checkpoints = *checkpoints_slot;
   Trainee trainee = build_trainee(config, device, dp.world_size());
   trainee.model->class_names = data.class_names;
   std::string resumed_from;

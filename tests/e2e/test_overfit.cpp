@@ -10,6 +10,7 @@
 #include "detseg/config/config.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/train_loop.h"
+#include "measured.h"
 #include "temp_dir.h"
 
 TEST(Overfit, RetinaNetOnTwoRealImagesFindsEveryObject) {
@@ -18,7 +19,7 @@ TEST(Overfit, RetinaNetOnTwoRealImagesFindsEveryObject) {
   // --seeds "3 4 5" --threads "2 1"` under the native kernels (AVX2) and ATen default + oneDNN SSE41
   // (plus oneDNN AVX without FMA): AP50 0.997-1.000, AP 0.955-0.989 over 10 runs; an AVX-512 machine
   // (AMD Zen 4) scored AP50 0.986 with this config, which the old floor of 0.99 refused. With
-  // no learning (train.schedule.learning_rate 1e-9) AP50 is 0.
+  // no learning (10 steps at learning rate 1e-9) AP50 is 0.
   const detseg::testing::TempDir dir("overfit");
   const detseg::PipelineConfig config =
       detseg::load_config(std::string(DETSEG_SOURCE_DIR) + "/tests/fixtures/learning/retinanet_overfit.yaml");
@@ -31,6 +32,7 @@ TEST(Overfit, RetinaNetOnTwoRealImagesFindsEveryObject) {
   const detseg::EvalReport eval = detseg::evaluate_model(config, *model, step);
   EXPECT_EQ(step, 240);
   EXPECT_EQ(eval.num_images, 2);
+  detseg::testing::print_measured(eval.metrics, {"AP", "AP50"});
   EXPECT_GE(eval.metrics.get("AP50"), 0.95) << eval.text;
   EXPECT_GE(eval.metrics.get("AP"), 0.85) << eval.text;
 }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -368,11 +369,25 @@ TEST(ClassNames, EmptyEvalSetAndBoxlessTrainingSetAreRefusedBeforeTraining) {
     error = e.what();
   }
   EXPECT_TRUE(contains(error, "none.json: empty dataset (no images)")) << error;
-  EXPECT_FALSE(fs::exists(dir / "m1/ckpt-50.dsckpt"));
+  EXPECT_FALSE(fs::exists(dir / "m1"));  // a refused run leaves no model dir behind
 
   error = config_error([&] {
     detseg::train_model(detseg::parse_config(config_yaml(input_yaml((dir / "boxless.json").string()), train, 50), path),
                         (dir / "m2").string());
   });
   EXPECT_TRUE(contains(error, "boxless.json: no usable box to train on")) << error;
+  EXPECT_FALSE(fs::exists(dir / "m2"));
+
+  // A model dir that exists keeps what it holds: its train.log gains no line from a refused run.
+  fs::create_directories(dir / "m3");
+  std::ofstream(dir / "m3" / "train.log") << "an earlier run\n";
+  error = config_error([&] {
+    detseg::train_model(detseg::parse_config(config_yaml(input_yaml((dir / "boxless.json").string()), train, 50), path),
+                        (dir / "m3").string());
+  });
+  EXPECT_TRUE(contains(error, "boxless.json: no usable box to train on")) << error;
+  std::ifstream log(dir / "m3" / "train.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_EQ(text.str(), "an earlier run\n");
 }

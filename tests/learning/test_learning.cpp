@@ -8,6 +8,7 @@
 #include "detseg/core/error.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/train_loop.h"
+#include "measured.h"
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -42,6 +43,7 @@ TEST(Learning, DemoRecipeGeneralisesToHeldOutImages) {
   auto model = detseg::load_detector(config, result.last_checkpoint, &step);
   const detseg::EvalReport eval = detseg::evaluate_model(config, *model, step);
   EXPECT_EQ(eval.num_images, 20);
+  detseg::testing::print_measured(eval.metrics, {"AP", "AP50", "AP50/RBC", "AP50/WBC", "AP50/Platelets"});
   EXPECT_GE(eval.metrics.get("AP"), kLearningMinAp) << eval.text;
   EXPECT_GE(eval.metrics.get("AP50"), kLearningMinAp50) << eval.text;
   fs::remove_all(dir);

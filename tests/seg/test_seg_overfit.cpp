@@ -19,6 +19,7 @@
 #include "detseg/core/error.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/train_loop.h"
+#include "measured.h"
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -70,7 +71,7 @@ TEST(SegOverfit, DeepLabV3PlusOnTwoCamVidImagesReachesMiou09) {
   const detseg::EvalReport eval = detseg::evaluate_model(config, *model, step);
   EXPECT_EQ(step, 150);
   EXPECT_EQ(eval.num_images, 2);
-  std::printf("overfit: mIoU %.4f, pixel accuracy %.4f\n", eval.metrics.get("mIoU"), eval.metrics.get("pixel_accuracy"));
+  detseg::testing::print_measured(eval.metrics, {"mIoU", "pixel_accuracy"});
   EXPECT_GT(eval.metrics.get("mIoU"), 0.9) << eval.text;
   EXPECT_GT(eval.metrics.get("pixel_accuracy"), 0.95) << eval.text;
   if (!HasFailure()) fs::remove_all(dir);

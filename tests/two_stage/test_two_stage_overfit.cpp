@@ -11,6 +11,7 @@
 #include "detseg/config/config.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/train_loop.h"
+#include "measured.h"
 #include "temp_dir.h"
 
 namespace {
@@ -27,6 +28,7 @@ detseg::EvalReport train_and_evaluate(const std::string& name) {
   auto model = detseg::load_detector(config, result.last_checkpoint);
   detseg::EvalReport eval = detseg::evaluate_model(config, *model, config.train.num_steps);
   EXPECT_EQ(eval.num_images, 2);
+  detseg::testing::print_measured(eval.metrics, {"AP", "AP50", "segm_AP", "segm_AP50"});
   return eval;
 }
 
@@ -39,7 +41,7 @@ TEST(TwoStageOverfit, FasterRcnnOnTwoBccdImagesFindsEveryObject) {
   // Measured 2026-12-06 on an AMD EPYC (Zen 3, AVX2, 2 cores) with `bash bench/learning_spread.sh
   // tests/fixtures/learning/faster_rcnn_overfit.yaml --seeds "3 7 8" --threads "2 1"` (kernel
   // sets native = AVX2, default/SSE41, avx2 + oneDNN AVX; 18 runs) and seeds 4-6 natively: AP50
-  // 0.986-1.000, AP 0.858-0.985. With no learning (train.schedule.learning_rate 1e-9) AP50 is 0.
+  // 0.986-1.000, AP 0.858-0.985. With no learning (10 steps at learning rate 1e-9) AP50 is 0.006.
   const detseg::EvalReport eval = train_and_evaluate("faster_rcnn_overfit");
   EXPECT_GE(eval.metrics.get("AP50"), 0.95) << eval.text;
   EXPECT_GE(eval.metrics.get("AP"), 0.75) << eval.text;
@@ -48,17 +50,23 @@ TEST(TwoStageOverfit, FasterRcnnOnTwoBccdImagesFindsEveryObject) {
 TEST(TwoStageOverfit, MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
   if (!std::filesystem::exists(std::string(DETSEG_SHARED_DIR) + "/data/coco128"))
     GTEST_SKIP() << "../shared/data/coco128 not found: Mask R-CNN overfit not run";
-  // MASK_MEASUREMENTS
+  // Measured 2026-12-06 on an AMD EPYC (Zen 3, AVX2, 2 cores), seed 3, 2 threads, under the native
+  // kernels (AVX2), ATen default + oneDNN SSE41 and ATen avx2 + oneDNN AVX: box AP 0.933-0.967, box
+  // and mask AP50 1.000 in all three. With no learning (10 steps at learning rate 1e-9) both are 0.
   const detseg::EvalReport eval = train_and_evaluate("mask_rcnn_overfit");
-  EXPECT_GE(eval.metrics.get("AP50"), 0.99) << eval.text;
-  EXPECT_GE(eval.metrics.get("segm_AP50"), 0.99) << eval.text;
+  EXPECT_GE(eval.metrics.get("AP50"), 0.95) << eval.text;
+  EXPECT_GE(eval.metrics.get("segm_AP50"), 0.95) << eval.text;
 }
 
 TEST(TwoStageOverfit, C4MaskRcnnOnTwoCoco128ImagesReachesBoxAndMaskAp50One) {
   if (!std::filesystem::exists(std::string(DETSEG_SHARED_DIR) + "/data/coco128"))
     GTEST_SKIP() << "../shared/data/coco128 not found: C4 Mask R-CNN overfit not run";
-  // C4_MEASUREMENTS
+  // Three objects, so AP50 moves in thirds: with 8x8 masks one mask's IoU sat near 0.5 and segm
+  // AP50 was 1.0 natively but 0.67 under ATen avx2 + oneDNN AVX. With 12x12 masks, measured
+  // 2026-12-06 on an AMD EPYC (Zen 3, AVX2, 2 cores): box and mask AP50 1.000 in every run (native,
+  // ATen default + oneDNN SSE41, ATen avx2 + oneDNN AVX; seeds 3-5, 1 and 2 threads; 6 runs), box
+  // AP 0.50-0.97. With no learning (10 steps at learning rate 1e-9) both AP50 are 0.
   const detseg::EvalReport eval = train_and_evaluate("mask_rcnn_c4_overfit");
-  EXPECT_GE(eval.metrics.get("AP50"), 0.99) << eval.text;
-  EXPECT_GE(eval.metrics.get("segm_AP50"), 0.99) << eval.text;
+  EXPECT_GE(eval.metrics.get("AP50"), 0.95) << eval.text;
+  EXPECT_GE(eval.metrics.get("segm_AP50"), 0.95) << eval.text;
 }
