@@ -153,10 +153,14 @@ std::vector<cv::Rect> layout_captions(cv::Size image, const std::vector<DrawnBox
   std::vector<size_t> order(boxes.size());  // best first (equal scores: the earlier box first)
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return boxes[a].score > boxes[b].score; });
+  // Captions for the best kMaxCaptions boxes only: on a crowded picture (thousands of boxes) more
+  // would bury the image, and placing each against those already placed is quadratic.
+  constexpr size_t kMaxCaptions = 200;
   std::vector<cv::Rect> taken;
   for (size_t i : order) {
     const DrawnBox& b = boxes[i];
     if (!b.show_caption) continue;
+    if (taken.size() == kMaxCaptions) break;
     const cv::Size size = caption_size(caption_of(b), t);
     const cv::Rect r = box_rect(b);
     const int left = r.x, right = r.x + r.width - size.width, top = r.y, bottom = r.y + r.height;

@@ -11,6 +11,7 @@
 
 #include "command_runner.h"
 #include "temp_dir.h"
+#include "tiny_model.h"
 
 namespace fs = std::filesystem;
 
@@ -24,29 +25,8 @@ CommandRun run(const std::string& args) {
   return detseg::testing::run_command(std::string(DETSEG_BINARY) + " --threads 2 " + args);
 }
 
-struct TinyModel {
-  std::string config, checkpoint;
-};
-
-// A 1-step RetinaNet-R18 (FPN 32, 128 px, every score kept), trained once for this file's tests.
-const TinyModel& tiny_model() {
-  static const detseg::testing::TempDir temp("predict_batch_model");
-  static const TinyModel model = [] {
-    TinyModel m{(temp.path() / "config.yaml").string(), (temp.path() / "model" / "ckpt-1.dsckpt").string()};
-    std::ofstream(m.config) << "model: {type: retinanet, num_classes: 3, backbone: resnet18, fpn_channels: 32, "
-                               "image_size: 128}\n"
-                               "postprocess: {score_threshold: 0.0, max_detections_per_image: 30}\n"
-                               "train: {batch_size: 2, num_steps: 1, checkpoint_every: 1}\n"
-                               "train_input: {annotations: " << kDemo << "/train.json, images: " << kDemo
-                            << "/images, max_images: 2, num_workers: 0}\n"
-                               "eval_input: {annotations: " << kDemo << "/val.json, images: " << kDemo
-                            << "/images, max_images: 2, num_workers: 0}\n";
-    const CommandRun r = run("train --config " + m.config + " --model-dir " + (temp.path() / "model").string());
-    EXPECT_EQ(r.code, 0) << r.output;
-    return m;
-  }();
-  return model;
-}
+// A 1-step RetinaNet-R18 (tiny_model.h) keeping 30 detections per image.
+const detseg::testing::TinyModel& tiny_model() { return detseg::testing::tiny_model(30); }
 
 std::string predict_args(const fs::path& input, const fs::path& output) {
   return "predict --config " + tiny_model().config + " --checkpoint " + tiny_model().checkpoint + " --input " +

@@ -16,6 +16,7 @@
 #include "command_runner.h"
 #include "detseg/core/out_of_memory.h"
 #include "temp_dir.h"
+#include "tiny_model.h"
 
 namespace fs = std::filesystem;
 
@@ -42,31 +43,8 @@ void expect_our_words(const CommandRun& r) {
     EXPECT_EQ(r.output.find(library), std::string::npos) << library << " in: " << r.output;
 }
 
-// A 1-step RetinaNet-R18 (FPN 32, 128 px) on two demo images, trained once for the tests that need
-// a checkpoint. Its config names the demo's val.json as eval_input: predict takes image ids from it.
-struct TinyModel {
-  fs::path dir;
-  std::string config, checkpoint;
-};
-
-const TinyModel& tiny_model() {
-  static const detseg::testing::TempDir temp("cli_refusals_model");
-  static const TinyModel model = [] {
-    TinyModel m{temp.path(), (temp.path() / "config.yaml").string(), (temp.path() / "model" / "ckpt-1.dsckpt").string()};
-    std::ofstream(m.config) << "model: {type: retinanet, num_classes: 3, backbone: resnet18, fpn_channels: 32, "
-                               "image_size: 128}\n"
-                               "postprocess: {score_threshold: 0.0}\n"
-                               "train: {batch_size: 2, num_steps: 1, checkpoint_every: 1}\n"
-                               "train_input: {annotations: " << kDemo << "/train.json, images: " << kDemo
-                            << "/images, max_images: 2, num_workers: 0}\n"
-                               "eval_input: {annotations: " << kDemo << "/val.json, images: " << kDemo
-                            << "/images, max_images: 2, num_workers: 0}\n";
-    const CommandRun r = run("train --config " + m.config + " --model-dir " + (m.dir / "model").string());
-    EXPECT_EQ(r.code, 0) << r.output;
-    return m;
-  }();
-  return model;
-}
+using detseg::testing::TinyModel;
+using detseg::testing::tiny_model;
 
 std::string predict_args(const fs::path& input, const fs::path& output) {
   return "predict --config " + tiny_model().config + " --checkpoint " + tiny_model().checkpoint + " --input " +
@@ -295,7 +273,7 @@ TEST(CliRefusal, FlagErrorsAreOneLineWithTheRealRange) {
   expect_refusal(run("info --frob"), 2, "unknown flag --frob; see `detseg info --help`");
   expect_refusal(run("frobnicate"), 2,
                  "frobnicate: not a subcommand (train, eval, predict, coco-eval, convert, export, plot, fetch, "
-                 "check-data, info); see `detseg --help`");
+                 "check-data, augment, info); see `detseg --help`");
   expect_refusal(run("eval --config"), 2, "--config: needs a value; see `detseg eval --help`");
   expect_refusal(run("eval --config /nonexistent.yaml --checkpoint x"), 2,
                  "--config: /nonexistent.yaml: no such file; see `detseg eval --help`");

@@ -60,7 +60,7 @@ TEST(Config, OutOfRange) {
 TEST(Config, UnknownKey) {
   std::string yaml = std::string(kMinimal) + "eval:\n  clas_agnostic: true\n";
   EXPECT_EQ(error_of(yaml), "configs/x.yaml:10: eval.clas_agnostic: unknown key (known here: batch_size, "
-                            "class_agnostic, every_steps, metric, on_train, voc_use_07_metric)");
+                            "class_agnostic, every_steps, metric, on_train, pictures, voc_use_07_metric)");
   EXPECT_NE(error_of(std::string(kMinimal) + "modle: {}\n").find("configs/x.yaml:9: modle: unknown key"),
             std::string::npos);
 }

@@ -136,6 +136,27 @@ TEST(Draw, DashedBoxesAndHiddenCaptions) {
   EXPECT_GT(left, 10);
 }
 
+// A crowded picture (here 5000 boxes, as a dense annotation or a low threshold gives) gets
+// captions for its 200 best boxes only, and every box is still drawn.
+TEST(Draw, CrowdedPicturesCaptionTheBestTwoHundred) {
+  std::vector<DrawnBox> boxes;
+  for (int i = 0; i < 5000; ++i) {
+    const float x = static_cast<float>((i * 37) % 600), y = static_cast<float>((i * 53) % 440);
+    boxes.push_back({x, y, x + 30, y + 30, i % 3, static_cast<float>((i * 7919) % 5000) / 5000.0f, "cell"});
+  }
+  const std::vector<cv::Rect> captions = layout_captions(cv::Size(640, 480), boxes);
+  int shown = 0;
+  for (size_t i = 0; i < boxes.size(); ++i) {
+    if (captions[i].empty()) continue;
+    ++shown;
+    EXPECT_GE(boxes[i].score, 4800.0f / 5000.0f) << i;  // the scores are a permutation of k / 5000
+  }
+  EXPECT_EQ(shown, 200);
+  cv::Mat image(480, 640, CV_8UC3, cv::Scalar(90, 90, 90));
+  draw_boxes(image, boxes);
+  EXPECT_NE(image.at<cv::Vec3b>(100 * 53 % 440, 100 * 37 % 600), kBackground);  // box 100's top-left corner
+}
+
 TEST(Draw, MasksInAscendingScore) {
   cv::Mat base(40, 40, CV_8UC3, cv::Scalar(90, 90, 90));
   cv::Mat a = cv::Mat::zeros(40, 40, CV_8U), b = cv::Mat::zeros(40, 40, CV_8U);
