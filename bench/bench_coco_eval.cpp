@@ -24,6 +24,7 @@
 #include "detseg/core/threads.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/eval/coco_eval.h"
+#include "test_paths.h"
 
 extern char** environ;
 
@@ -176,9 +177,9 @@ int main(int argc, char** argv) {
     };
     const ProcessRun ours = best_of({detseg, "--threads", std::to_string(threads), "coco-eval", "--gt", dir + "/gt.json",
                                      "--dt", dir + "/dt.json", "--json", tmp + ".detseg.json"});
-    const ProcessRun pycoco = best_of({DETSEG_PYTHON, DETSEG_SOURCE_DIR "/bench/peers/coco_eval_peer.py", "pycocotools",
+    const ProcessRun pycoco = best_of({DETSEG_PYTHON, std::string(DETSEG_SOURCE_DIR) + "/bench/peers/coco_eval_peer.py", "pycocotools",
                                        dir + "/gt.json", dir + "/dt.json", tmp + ".pycoco.json"});
-    const ProcessRun faster = best_of({DETSEG_PYTHON, DETSEG_SOURCE_DIR "/bench/peers/coco_eval_peer.py",
+    const ProcessRun faster = best_of({DETSEG_PYTHON, std::string(DETSEG_SOURCE_DIR) + "/bench/peers/coco_eval_peer.py",
                                        "faster-coco-eval", dir + "/gt.json", dir + "/dt.json", tmp + ".faster.json"});
     if (ours.status != 0 || pycoco.status != 0 || faster.status != 0) {
       ++failures;

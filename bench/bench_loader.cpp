@@ -1,6 +1,6 @@
 // Implements: loader throughput (decode + augment + batch, images/s) against torchvision's DataLoader
 // doing the same work (bench/peers/bench_loader_torchvision.py), printed as a ratio in one run.
-//   bench_loader [--folder DIR] [--epochs N] [--workers N] [--pipeline flip|augment|both] [--no-peer]
+//   bench_loader [--folder DIR] [--epochs N] [--workers N] [--pipeline flip|augment|both|autoaugment] [--no-peer]
 // Both sides: bccd JPEGs (640x480), batch 8, 2 workers, intra-op threads 1, normalise, and
 //   flip:    keep-aspect resize to 512 + pad, random flip (ours also carries each image's boxes);
 //   augment: a train_input.augment list of the demos' kind, with the boxes on both sides:
@@ -8,6 +8,9 @@
 //            random_crop_image (min_object_covered 0.1, area 0.3-1), scale_jitter_crop 512 (0.8-1.2);
 //            the peer: transforms.v2 RandomHorizontalFlip, ColorJitter, RandomIoUCrop, ScaleJitter +
 //            RandomCrop(512, pad_if_needed), SanitizeBoundingBoxes on tv_tensors.BoundingBoxes.
+//   autoaugment: flip's pipeline with autoaugment_image (policy v0) after the flip, as EfficientDet
+//            trains; detseg only (transforms.v2 has no detection policies): its images/s against
+//            flip's tells the step's cost.
 #include <ATen/Parallel.h>
 
 #include <opencv2/core.hpp>
@@ -24,6 +27,7 @@
 #include "detseg/data/dataset.h"
 #include "detseg/data/loader.h"
 #include "detseg/data/readers/voc.h"
+#include "test_paths.h"
 
 using namespace detseg;
 
@@ -59,9 +63,10 @@ double run_ours(const DetectionDataset& dataset, const std::string& pipeline, in
   o.num_workers = workers;
   o.epochs = epochs;
   o.augment.out_h = o.augment.out_w = 512;
-  if (pipeline == "flip") {
+  if (pipeline == "flip" || pipeline == "autoaugment") {
     o.augment.resize = AugmentOptions::Resize::kKeepAspect;
     o.augment.random_flip = true;
+    if (pipeline == "autoaugment") o.augment.steps = {make_augment_step("autoaugment_image")};
   } else {
     o.augment.steps = augment_list();
     o.augment.resize = AugmentOptions::Resize::kScaleJitter;
@@ -101,7 +106,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--no-peer")) peer = false;
     else if (!std::strcmp(argv[i], "--pipeline") && i + 1 < argc) which = argv[++i];
     else {
-      std::cerr << "usage: bench_loader [--folder VOC_DIR] [--epochs N] [--workers N] [--pipeline flip|augment|both] "
+      std::cerr << "usage: bench_loader [--folder VOC_DIR] [--epochs N] [--workers N] [--pipeline flip|augment|both|autoaugment] "
                    "[--no-peer]\n";
       return 2;
     }
@@ -116,14 +121,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> pipelines;
   if (which == "flip" || which == "both") pipelines.push_back("flip");
   if (which == "augment" || which == "both") pipelines.push_back("augment");
+  if (which == "autoaugment") pipelines = {"flip", "autoaugment"};
   if (pipelines.empty()) {
-    std::cerr << "bench_loader: --pipeline takes flip, augment or both\n";
+    std::cerr << "bench_loader: --pipeline takes flip, augment, both or autoaugment\n";
     return 2;
   }
   int failures = 0;
   for (const std::string& pipeline : pipelines) {
     const double ours = run_ours(dataset, pipeline, epochs, workers);
-    if (!peer) continue;
+    if (!peer || pipeline == "autoaugment") continue;
     const std::string script = std::string(DETSEG_SOURCE_DIR) + "/bench/peers/bench_loader_torchvision.py";
     const std::string out = run_peer(std::string(DETSEG_PYTHON) + " " + script + " --folder '" + voc + "' --epochs " +
                                      std::to_string(epochs) + " --workers " + std::to_string(workers) +

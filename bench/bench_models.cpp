@@ -36,6 +36,7 @@
 #include "detseg/models/efficientdet_network.h"
 #include "detseg/models/retinanet_network.h"
 #include "detseg/ops/fast_paths.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -207,7 +208,7 @@ int main(int argc, char** argv) {
 
   nlohmann::json tv;
   if (peer)
-    tv = detseg::bench::run_peer(DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/bench/peers/bench_models_torchvision.py " +
+    tv = detseg::bench::run_peer(std::string(DETSEG_PYTHON) + " " + DETSEG_SOURCE_DIR + "/bench/peers/bench_models_torchvision.py " +
                                  std::to_string(threads) + " " + std::to_string(iters));
   // "wall s / cpu s" for both, and ratios detseg / torchvision of each.
   auto row = [&](const char* name, const Timing& ours, const char* key) {

@@ -22,6 +22,7 @@
 #include "detseg/config/config.h"
 #include "detseg/models/build.h"
 #include "detseg/ops/fast_paths.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   const auto [fz_train, fz_infer] = time_model("deeplabv3", "resnet50", iters, train, /*frozen_bn=*/true);
   nlohmann::json tv;
   if (peer)
-    tv = detseg::bench::run_peer(DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/bench/peers/bench_seg_torchvision.py " +
+    tv = detseg::bench::run_peer(std::string(DETSEG_PYTHON) + " " + DETSEG_SOURCE_DIR + "/bench/peers/bench_seg_torchvision.py " +
                                  std::to_string(threads) + " " + std::to_string(iters) +
                                  (train ? "" : " --inference-only"));
   auto row = [&](const char* name, const Timing& ours, const char* key) {

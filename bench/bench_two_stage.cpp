@@ -24,6 +24,7 @@
 #include "detseg/config/config.h"
 #include "detseg/models/build.h"
 #include "detseg/ops/fast_paths.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -111,7 +112,7 @@ int main(int argc, char** argv) {
 
   nlohmann::json tv;
   if (peer)
-    tv = detseg::bench::run_peer(DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/bench/peers/bench_two_stage_torchvision.py " +
+    tv = detseg::bench::run_peer(std::string(DETSEG_PYTHON) + " " + DETSEG_SOURCE_DIR + "/bench/peers/bench_two_stage_torchvision.py " +
                                  std::to_string(threads) + " " + std::to_string(iters));
   auto row = [&](const char* name, const Timing& ours, const char* key) {
     std::printf("%-44s %7.3f / %7.3f", name, ours.wall, ours.cpu);

@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "detseg/core/error.h"
+#include "detseg/core/openmp_wait.h"
 
 namespace detseg {
 namespace {
@@ -61,14 +62,16 @@ std::string engine_path() {
   }
   const std::string engine = engine_path();
   args[0] = engine;
-  // OpenMP threads wait for the next parallel region by spinning, then sleeping. libgomp's default
-  // spin (300k iterations) loses badly when anything else wants the cores (another job: a 2-thread
-  // RetinaNet-R50 forward took 6.4 s against 1.1 s sleeping at once); sleeping at once costs a
-  // futex wake-up per region, thousands per training step (RetinaNet-R18 demo step 0.56 s against
-  // 0.49 s). A short spin keeps most of both: 3000 iterations, a few microseconds (docs/cli.md).
-  // libgomp reads this once at load time, so it must be in the engine's environment from the start.
-  // The user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
-  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) ::setenv("GOMP_SPINCOUNT", "3000", 0);
+  // OpenMP's waiting, from the load at start (detseg/core/openmp_wait.h): libgomp reads it once
+  // at load time, so it must be in the engine's environment from the start. The user's own
+  // OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
+    double load[1] = {0.0};
+    if (::getloadavg(load, 1) != 1) load[0] = 0.0;
+    const OpenMpWait wait = openmp_wait_for_load(load[0], hardware_threads(), current_threads());
+    ::setenv(wait.variable.c_str(), wait.value.c_str(), 0);
+    ::setenv("DETSEG_OPENMP_WAIT_REASON", wait.reason.c_str(), 1);  // for `detseg info`
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -19,6 +19,7 @@
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
 #include "detseg/core/out_of_memory.h"
+#include "detseg/core/malloc_reuse.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/core/threads.h"
 
@@ -153,6 +154,7 @@ void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
 
 int main(int argc, char** argv) {
   using namespace detseg;
+  keep_freed_memory_for_reuse();  // before the first tensor: detseg/core/malloc_reuse.h
   CLI::App app{"detseg: train, evaluate and run object detectors and semantic-segmentation models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("detseg ") + DETSEG_VERSION);

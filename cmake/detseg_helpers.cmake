@@ -32,13 +32,8 @@ function(detseg_add_test_dir name dir)
     return()
   endif()
   add_executable(${name} ${srcs} ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
-  target_link_libraries(${name} PRIVATE detseg_lib GTest::gtest GTest::gmock)
+  target_link_libraries(${name} PRIVATE detseg_lib detseg_test_paths GTest::gtest GTest::gmock)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
-  target_compile_definitions(${name} PRIVATE
-    DETSEG_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    DETSEG_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
-    DETSEG_BINARY="$<TARGET_FILE:detseg>"
-    DETSEG_PYTHON="${DETSEG_PYTHON}")
   add_dependencies(${name} detseg)
   target_precompile_headers(${name} REUSE_FROM detseg_test_pch)
   detseg_warnings(${name})
@@ -52,13 +47,25 @@ endfunction()
 
 function(detseg_add_bench name)
   add_executable(${name} ${ARGN})
-  target_link_libraries(${name} PRIVATE detseg_lib benchmark::benchmark)
-  target_compile_definitions(${name} PRIVATE
-    DETSEG_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    DETSEG_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
-    DETSEG_BINARY="$<TARGET_FILE:detseg>"
-    DETSEG_PYTHON="${DETSEG_PYTHON}")
+  target_link_libraries(${name} PRIVATE detseg_lib detseg_test_paths benchmark::benchmark)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   add_dependencies(${name} detseg)
-  detseg_pch(${name} ATEN)
+  # One precompiled header for all of them (each its own cost ~40 s of a 2-core build).
+  if(TARGET detseg_bench_pch)
+    target_precompile_headers(${name} REUSE_FROM detseg_bench_pch)
+  else()
+    detseg_pch(${name} ATEN)
+  endif()
   detseg_warnings(${name})
+endfunction()
+
+# tests/test_paths.h's values for this build, in one generated object (not -D flags on every test
+# object, which would make each clone's compile commands differ and defeat ccache).
+function(detseg_add_test_paths source_dir python)
+  set(DETSEG_PATHS_SOURCE ${source_dir})
+  set(DETSEG_PATHS_PYTHON ${python})
+  configure_file(${source_dir}/cmake/test_paths.cpp.in ${CMAKE_CURRENT_BINARY_DIR}/test_paths.cpp.gen @ONLY)
+  file(GENERATE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/test_paths.cpp INPUT ${CMAKE_CURRENT_BINARY_DIR}/test_paths.cpp.gen)
+  add_library(detseg_test_paths STATIC ${CMAKE_CURRENT_BINARY_DIR}/test_paths.cpp)
+  target_include_directories(detseg_test_paths PRIVATE ${source_dir}/tests)
 endfunction()

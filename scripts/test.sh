@@ -8,12 +8,20 @@
 # cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time, so a CI log shows where its limit went.
+phase() { echo "test.sh: $1 done after ${SECONDS} s"; }
 bash scripts/setup.sh --peers
+phase setup
 bash scripts/build.sh
+phase build
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@")
 grep -h '^\[ measured \]' build/Testing/Temporary/LastTest.log | sed 's|^|native |' || true
+phase ctest
 if (($# == 0)); then
   bash scripts/test_kernel_sets.sh  # the numerically sensitive tests again, under two other CPUs' kernels
+  phase "kernel sets"
   bash scripts/sanitize.sh
+  phase sanitize
   bash scripts/fuzz.sh --seconds 20 --jobs "$(nproc)"
+  phase fuzz
 fi

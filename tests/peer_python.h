@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include "test_paths.h"
 
 namespace detseg::test {
 

@@ -172,6 +172,14 @@ std::vector<AugmentStepInfo> build_catalogue() {
        number("min_gaussian_stddev", 0.0, 0, 10, "Smallest noise sigma"),
        number("max_gaussian_stddev", 1.0, 0, 10, "Largest noise sigma")})
       .check = ordered({{"min_patch_size", "max_patch_size"}, {"min_gaussian_stddev", "max_gaussian_stddev"}});
+  // Colour and geometry together.
+  add("autoaugment_image", "policy", 1.0,
+      "EfficientDet's AutoAugment for detection (Zoph et al. 2019): one sub-policy of the policy drawn uniformly, "
+      "each of its operations run with its probability at its magnitude (the reference's tables); rotations, "
+      "shears and translations move boxes (extent of the moved corners, clipped), masks and label map with the "
+      "pixels, uncovered pixels grey 128; *_Only_BBoxes operations change pixels inside boxes only",
+      {text("policy_name", "v0", {"v0", "v1", "v2", "v3"},
+            "v0: the paper's policy (5 sub-policies); v1 (20), v2 and v3 (15 each): the reference's others")});
   // Crops and pads.
   add("random_crop_image", "crop", 1.0,
       "Crops a window sampled as tf.image.sample_distorted_bounding_box does (100 tries, else the whole image); "
@@ -471,7 +479,8 @@ AugmentStep parse_augment_step(const YAML::Node& node, const std::string& path,
           for (size_t i = 0; ok && i < param->choices.size(); ++i)
             if (param->choices[i] == value.Scalar()) parsed.text = value.Scalar();
           if (!ok || parsed.text.empty())
-            throw ConfigError(where(value) + key_path + ": expected one of " + known_names(param->choices));
+            throw ConfigError(where(value) + key_path + ": expected one of " + known_names(param->choices) + ", got " +
+                              (ok ? "\"" + value.Scalar() + "\"" : std::string("a list or mapping")));
           break;
         }
       }

@@ -882,6 +882,7 @@ void apply_override(YAML::Node root, const std::string& text, Overrides& overrid
   // The value is YAML too: the same bounds as a config file.
   const std::string source = "--set " + text;
   check_yaml_size(static_cast<int64_t>(text.size() - eq - 1), source, YamlErrorKind::kConfig);
+  check_yaml_node_count(text.substr(eq + 1), source, YamlErrorKind::kConfig);
   YAML::Node value;
   try {
     value = YAML::Load(text.substr(eq + 1));
@@ -1030,6 +1031,7 @@ namespace {
 
 YAML::Node parse_yaml_file_text(const std::string& yaml_text, const std::string& source) {
   check_yaml_size(static_cast<int64_t>(yaml_text.size()), source, YamlErrorKind::kConfig);
+  check_yaml_node_count(yaml_text, source, YamlErrorKind::kConfig);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);

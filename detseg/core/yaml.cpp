@@ -1,9 +1,13 @@
 #include "detseg/core/yaml.h"
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "detseg/core/error.h"
@@ -47,6 +51,56 @@ std::string read_yaml_file(const std::string& path, YamlErrorKind kind) {
   }
   if (in.bad()) throw Error(path + ": read failed");
   return text;
+}
+
+namespace {
+
+// Counts nodes as the parser reports them; stops the parse (by throwing) at the limit, so a huge
+// document costs the time to read max_nodes of it and no memory beyond the parser's own.
+class NodeCounter : public YAML::EventHandler {
+ public:
+  NodeCounter(int64_t max_nodes, const std::string& source, YamlErrorKind kind)
+      : max_nodes_(max_nodes), source_(source), kind_(kind) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { count(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { count(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override {
+    count(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    count(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    count(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void count(const YAML::Mark& mark) {
+    if (++nodes_ > max_nodes_)
+      fail(kind_, str(location(source_, mark.line + 1), "a YAML document of more than ", max_nodes_,
+                      " nodes (each list item, key and value is one); detseg reads at most ", max_nodes_,
+                      " (a pipeline config has a few hundred)"));
+  }
+  int64_t nodes_ = 0;
+  int64_t max_nodes_;
+  const std::string& source_;
+  YamlErrorKind kind_;
+};
+
+}  // namespace
+
+void check_yaml_node_count(const std::string& text, const std::string& source, YamlErrorKind kind, int64_t max_nodes) {
+  std::istringstream in(text);
+  NodeCounter counter(max_nodes, source, kind);
+  try {
+    YAML::Parser parser(in);
+    parser.HandleNextDocument(counter);
+  } catch (const YAML::Exception&) {
+    // Malformed: YAML::Load reports it with its line and column.
+  }
 }
 
 void check_yaml_expansion(const YAML::Node& root, const std::string& source, YamlErrorKind kind, int64_t max_nodes) {

@@ -11,6 +11,7 @@
 #include "command_runner.h"
 #include "data/image_test_files.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

@@ -11,6 +11,7 @@
 
 #include "command_runner.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -108,13 +109,14 @@ TEST(Cli, CocoEvalRunsWithoutTheEngineAndForwardingErrorsAreClear) {
   CliRun info_no_engine = run("info", no_engine);
   EXPECT_EQ(info_no_engine.code, 1) << info_no_engine.output;
   EXPECT_NE(info_no_engine.output.find("/nonexistent/detseg-engine"), std::string::npos) << info_no_engine.output;
-  // The engine gets the arguments unchanged, and OpenMP's short spin unless the user chose a
-  // waiting policy.
+  // The engine gets the arguments unchanged, and a waiting policy chosen from the load (a spin on
+  // free cores, sleeping on shared ones: tests/core/test_openmp_wait.cpp) unless the user chose one.
   const std::string fake_engine = write_temp(
       "fake-engine.sh", "#!/bin/sh\necho \"args=$* omp=$OMP_WAIT_POLICY spin=$GOMP_SPINCOUNT\"\n");
   fs::permissions(fake_engine, fs::perms::owner_all);
   CliRun forwarded = run("--threads 1 info", "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT DETSEG_ENGINE=" + fake_engine);
-  EXPECT_NE(forwarded.output.find("args=--threads 1 info omp= spin=3000"), std::string::npos)
+  EXPECT_TRUE(forwarded.output.find("args=--threads 1 info omp= spin=10000\n") != std::string::npos ||
+              forwarded.output.find("args=--threads 1 info omp=passive spin=\n") != std::string::npos)
       << forwarded.output;
   forwarded = run("info", "OMP_WAIT_POLICY=active DETSEG_ENGINE=" + fake_engine);
   EXPECT_NE(forwarded.output.find("omp=active spin=\n"), std::string::npos) << forwarded.output;
@@ -129,6 +131,23 @@ TEST(Cli, CocoEvalRunsWithoutTheEngineAndForwardingErrorsAreClear) {
   CliRun info = run("info");
   EXPECT_EQ(info.code, 0) << info.output;
   EXPECT_NE(info.output.find("torch "), std::string::npos) << info.output;
+  // It says how OpenMP waits, and why: the front's choice from the load, or the user's setting.
+  info = run("info", "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT");
+  EXPECT_TRUE(info.output.find("\nopenmp waiting GOMP_SPINCOUNT=10000 (chosen from the load at start: ") !=
+                  std::string::npos ||
+              info.output.find("\nopenmp waiting OMP_WAIT_POLICY=passive (chosen from the load at start: ") !=
+                  std::string::npos)
+      << info.output;
+  info = run("info", "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active");
+  EXPECT_NE(info.output.find("\nopenmp waiting OMP_WAIT_POLICY=active (set in the environment)\n"), std::string::npos)
+      << info.output;
+  // And malloc's setting (detseg/core/malloc_reuse.h): the engine's own, or the user's tunables.
+  info = run("info", "env -u GLIBC_TUNABLES -u MALLOC_MMAP_THRESHOLD_ -u MALLOC_TRIM_THRESHOLD_");
+  EXPECT_NE(info.output.find("\nmalloc freed memory kept for reuse (mmap threshold 32 MiB, trim threshold 1 GiB)\n"),
+            std::string::npos)
+      << info.output;
+  info = run("info", "GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072");
+  EXPECT_NE(info.output.find("\nmalloc as set in the environment\n"), std::string::npos) << info.output;
 }
 
 TEST(Cli, PlotExitCodesAndOutput) {

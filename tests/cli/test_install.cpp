@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "command_runner.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -47,7 +48,7 @@ TEST(Install, ExampleBuiltAgainstTheInstalledPackageDetectsWhatPredictDoes) {
                         "lib/cmake/detseg/detsegConfig.cmake", "lib/cmake/detseg/detsegTargets.cmake"})
     EXPECT_TRUE(fs::exists(dir / "prefix" / f)) << f;
   // Only the prefix: no source tree include path, no Torch_DIR (the package supplies both).
-  auto configure = run_command("cmake -S " DETSEG_SOURCE_DIR "/examples/detect -B " + (dir / "example").string() +
+  auto configure = run_command("cmake -S " + std::string(DETSEG_SOURCE_DIR) + "/examples/detect -B " + (dir / "example").string() +
                                " -G Ninja -DCMAKE_PREFIX_PATH=" + (dir / "prefix").string());
   ASSERT_EQ(configure.code, 0) << configure.output;
   auto compile = run_command("cmake --build " + (dir / "example").string());

@@ -19,6 +19,7 @@
 #include "detseg/data/image_codec.h"
 #include "temp_dir.h"
 #include "tiny_model.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

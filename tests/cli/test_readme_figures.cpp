@@ -9,6 +9,7 @@
 #include <string>
 
 #include "command_runner.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

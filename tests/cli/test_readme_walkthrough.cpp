@@ -10,6 +10,7 @@
 #include <string>
 
 #include "command_runner.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

@@ -17,6 +17,7 @@
 #include "detseg/core/out_of_memory.h"
 #include "temp_dir.h"
 #include "tiny_model.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

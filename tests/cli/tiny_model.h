@@ -13,6 +13,7 @@
 
 #include "command_runner.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace detseg::testing {
 

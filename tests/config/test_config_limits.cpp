@@ -1,9 +1,12 @@
 // Every YAML detseg reads (configs, _base_ files, --set values, YOLO data.yaml) within bounds:
-// aliases that expand past kMaxYamlNodes and files over kMaxYamlBytes end in one line naming the
-// file, in milliseconds; and errors a --set value causes name that --set, not the config file.
+// aliases that expand past kMaxYamlNodes, documents of more than kMaxYamlTreeNodes and files over
+// kMaxYamlBytes end in one line naming the file, in milliseconds; and errors a --set value causes name that --set, not the config file.
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,6 +17,7 @@
 #include "detseg/core/yaml.h"
 #include "detseg/data/readers/yolo.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using detseg::ConfigError;
@@ -70,18 +74,20 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Under AddressSanitizer (scripts/sanitize.sh builds this file too) the walk runs ~5x slower.
+// scripts/sanitize.sh builds this file under AddressSanitizer too.
 #if defined(__SANITIZE_ADDRESS__)
-constexpr double kFast = 5.0;
+constexpr bool kAddressSanitizer = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-constexpr double kFast = 5.0;
+constexpr bool kAddressSanitizer = true;
 #else
-constexpr double kFast = 1.0;
+constexpr bool kAddressSanitizer = false;
 #endif
 #else
-constexpr double kFast = 1.0;
+constexpr bool kAddressSanitizer = false;
 #endif
+// Under AddressSanitizer the walk runs ~5x slower.
+constexpr double kFast = kAddressSanitizer ? 5.0 : 1.0;
 
 const std::string kBombMessage = "YAML aliases expand to more than 1000000 nodes (an alias bomb?)";
 
@@ -168,6 +174,61 @@ TEST(ConfigLimits, FilesOverTheSizeLimitAreRefusedUnread) {
             over + ": " + std::to_string(size) + " bytes, more than the 1 MiB (1048576 bytes) detseg reads from a YAML file");
   EXPECT_EQ(error_of(std::string(static_cast<size_t>(kMaxYamlBytes) + 1, '\n')),
             "configs/x.yaml: 1048577 bytes, more than the 1 MiB (1048576 bytes) detseg reads from a YAML file");
+}
+
+// A document's nodes are counted from the parser's events before yaml-cpp builds its tree (~450
+// bytes a node): a 1 MiB flow list of 1s is 524,288 nodes, a 236 MB tree, before the bound.
+TEST(ConfigLimits, NodeCountIsBoundedBeforeTheTreeIsBuilt) {
+  using detseg::check_yaml_node_count;
+  using detseg::YamlErrorKind;
+  // map, key a, the list and its two items: 5 nodes; an alias counts once, as the node it is.
+  EXPECT_NO_THROW(check_yaml_node_count("a: [1, 2]\n", "d.yaml", YamlErrorKind::kConfig, 5));
+  EXPECT_NO_THROW(check_yaml_node_count("a: &x [1, 2]\nb: *x\n", "d.yaml", YamlErrorKind::kConfig, 7));
+  try {
+    check_yaml_node_count("a:\n  - 1\n  - 2\n", "d.yaml", YamlErrorKind::kConfig, 4);
+    ADD_FAILURE() << "5 nodes passed a limit of 4";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "d.yaml:3: a YAML document of more than 4 nodes (each list item, key and value is one); "
+                           "detseg reads at most 4 (a pipeline config has a few hundred)");
+  }
+  // Malformed YAML is the loader's to report, with its position.
+  EXPECT_NO_THROW(check_yaml_node_count("a: [1, 2\n", "d.yaml", YamlErrorKind::kConfig, 100));
+  EXPECT_EQ(error_of("a: [1, 2\n").rfind("configs/x.yaml:2:1: malformed YAML", 0), 0u) << error_of("a: [1, 2\n");
+  // The whole file within the size limit, as a flow list: refused in one line, in milliseconds.
+  std::string list = std::string(kMinimal) + "eval_input:\n  void_values: [1";
+  while (list.size() + 3 < static_cast<size_t>(kMaxYamlBytes)) list += ",1";
+  list += "]\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string error = error_of(list);
+  EXPECT_EQ(error.rfind("configs/x.yaml:6: a YAML document of more than 40000 nodes", 0), 0u) << error;
+  EXPECT_LT(seconds_since(t0), kFast);
+  // A YOLO data.yaml with 30,000 class names (ImageNet-21k has 21,843) still counts in bounds.
+  std::string names = "names:\n";
+  for (int k = 0; k < 30000; ++k) names += "  - class_" + std::to_string(k) + "\n";
+  EXPECT_NO_THROW(check_yaml_node_count(names, "data.yaml", YamlErrorKind::kData));
+}
+
+// What the bound buys: the largest document accepted, as yaml-cpp's tree, within 20x the 1 MiB
+// file limit. Measured with glibc's heap counters (ASan's allocator keeps its own: skipped there).
+TEST(ConfigLimits, LargestAcceptedDocumentTakesUnder20TimesTheFileLimit) {
+  if (kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer's allocator: glibc's heap counters do not see it";
+  std::string list = "[1";
+  for (int64_t k = 2; k < detseg::kMaxYamlTreeNodes; ++k) list += ",1";
+  list += "]";
+  ASSERT_NO_THROW(detseg::check_yaml_node_count(list, "d.yaml", detseg::YamlErrorKind::kConfig));
+  auto heap = [] {
+    const struct mallinfo2 m = mallinfo2();
+    return static_cast<int64_t>(m.uordblks + m.hblkhd);
+  };
+  const int64_t before = heap();
+  const YAML::Node tree = YAML::Load(list);
+  const int64_t grown = heap() - before;
+  ASSERT_EQ(tree.size(), static_cast<size_t>(detseg::kMaxYamlTreeNodes - 1));
+  std::printf("[ measured ] the %lld-node tree takes %.1f MB (%.0f bytes a node)\n",
+              static_cast<long long>(detseg::kMaxYamlTreeNodes), grown / 1e6,
+              static_cast<double>(grown) / static_cast<double>(detseg::kMaxYamlTreeNodes));
+  EXPECT_LT(grown, 20 * kMaxYamlBytes);
+  EXPECT_GT(grown, detseg::kMaxYamlTreeNodes * 50);  // the counter sees the tree at all
 }
 
 TEST(ConfigLimits, BaseFilesHaveTheSameBounds) {

@@ -11,6 +11,7 @@
 #include "detseg/core/files.h"
 #include "detseg/data/readers/voc.h"
 #include "error_of.h"
+#include "test_paths.h"
 
 namespace detseg::datatest {
 

@@ -12,6 +12,7 @@
 
 #include "../command_runner.h"
 #include "../temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

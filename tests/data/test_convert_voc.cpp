@@ -8,6 +8,7 @@
 #include "detseg/core/files.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/data/readers/voc.h"
+#include "test_paths.h"
 
 using namespace detseg;
 namespace fs = std::filesystem;

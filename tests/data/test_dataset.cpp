@@ -8,6 +8,7 @@
 #include "detseg/data/dataset.h"
 #include "detseg/data/image_io.h"
 #include "detseg/data/readers/voc.h"
+#include "test_paths.h"
 
 using namespace detseg;
 using detseg::datatest::error_of;

@@ -11,6 +11,7 @@
 #include "image_test_files.h"
 #include "detseg/core/files.h"
 #include "detseg/data/image_codec.h"
+#include "test_paths.h"
 
 using namespace detseg;
 using detseg::datatest::error_of;

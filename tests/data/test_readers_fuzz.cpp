@@ -8,6 +8,7 @@
 #include "detseg/data/readers/coco.h"
 #include "detseg/data/readers/label_map.h"
 #include "detseg/data/readers/voc.h"
+#include "test_paths.h"
 
 using namespace detseg;
 using detseg::datatest::error_of;

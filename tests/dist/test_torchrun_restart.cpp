@@ -29,6 +29,7 @@
 #include "detseg/dist/process_group.h"
 #include "detseg/train/checkpoint.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using detseg::testing::read_text;

@@ -24,6 +24,7 @@
 #include "detseg/data/readers/coco.h"
 #include "detseg/train/checkpoint.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

@@ -12,6 +12,7 @@
 #include "detseg/engine/train_loop.h"
 #include "measured.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 TEST(Overfit, RetinaNetOnTwoRealImagesFindsEveryObject) {
   // Every object found, with a margin for rounding: measured 2026-12-06 on an AMD EPYC (Zen 3,

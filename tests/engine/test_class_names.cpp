@@ -23,6 +23,7 @@
 #include "detseg/models/detector.h"
 #include "detseg/train/checkpoint.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

@@ -14,6 +14,7 @@
 #include "detseg/core/error.h"
 #include "detseg/data/loader.h"
 #include "detseg/engine/device.h"
+#include "test_paths.h"
 
 namespace {
 

@@ -27,6 +27,7 @@
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/optimizer.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 #include <torch/optim/sgd.h>
 

@@ -30,6 +30,7 @@
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/fine_tune.h"
 #include "peer_python.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -192,10 +193,10 @@ TEST_P(TracedExport, TorchScriptAndOnnxComputeWhatDetsegsNetworkDoes) {
   const bool two_stage = config.model.type == "faster_rcnn" || config.model.type == "mask_rcnn";
   EXPECT_EQ(graph_names.size(), two_stage ? (config.model.type == "mask_rcnn" ? 2u : 1u) : 0u);
 
-  if (!detseg::test::onnx_available()) GTEST_SKIP() << DETSEG_PYTHON " with torch, onnx and onnxruntime not found: the Python side is not checked";
+  if (!detseg::test::onnx_available()) GTEST_SKIP() << DETSEG_PYTHON << " with torch, onnx and onnxruntime not found: the Python side is not checked";
   auto on = export_as(config_path, dir, "onnx", onnx);
   ASSERT_EQ(on.code, 0) << on.output;
-  const std::string cmd = DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/check_traced_export.py " + pt + " " + onnx +
+  const std::string cmd = std::string(DETSEG_PYTHON) + " " + DETSEG_SOURCE_DIR + "/tests/fixtures/check_traced_export.py " + pt + " " + onnx +
                           " " + dir.string();
   auto peer = detseg::testing::run_command(cmd);
   ASSERT_EQ(peer.code, 0) << cmd << "\n" << peer.output;
@@ -298,8 +299,8 @@ TEST_P(SafetensorsExport, LoadsStrictlyIntoTorchvisionAndComputesWhatDetsegDoes)
     EXPECT_EQ(metadata["detseg.class_names"], "[\"RBC\",\"WBC\",\"Platelets\"]");  // the demo label map order
   }
 
-  if (!detseg::test::torchvision_available()) GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: strict load not checked";
-  const std::string cmd = DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/check_safetensors_export.py " +
+  if (!detseg::test::torchvision_available()) GTEST_SKIP() << DETSEG_PYTHON << " with torchvision not found: strict load not checked";
+  const std::string cmd = std::string(DETSEG_PYTHON) + " " + DETSEG_SOURCE_DIR + "/tests/fixtures/check_safetensors_export.py " +
                           std::string(c.name) + " " + out.string() + " " + dir.string() + " " + c.peer_args;
   auto peer = detseg::testing::run_command(cmd);
   ASSERT_EQ(peer.code, 0) << cmd << "\n" << peer.output;

@@ -9,6 +9,7 @@
 #include "detseg/core/files.h"
 #include "detseg/core/json.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace detseg;

@@ -6,6 +6,7 @@
 #include "detseg/core/json.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/eval/coco_eval.h"
+#include "test_paths.h"
 
 using namespace detseg;
 

@@ -10,6 +10,7 @@
 #include "detseg/data/readers/coco.h"
 #include "detseg/data/readers/rle.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace detseg;

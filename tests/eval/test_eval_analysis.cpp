@@ -23,6 +23,7 @@
 #include "detseg/viz/eval_pictures.h"
 #include "peer_python.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace detseg;

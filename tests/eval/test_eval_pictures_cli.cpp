@@ -18,6 +18,7 @@
 #include "detseg/data/readers/coco.h"
 #include "peer_python.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using detseg::testing::CommandRun;

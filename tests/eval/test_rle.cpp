@@ -5,6 +5,7 @@
 #include "detseg/core/error.h"
 #include "detseg/data/readers/coco.h"
 #include "detseg/data/readers/rle.h"
+#include "test_paths.h"
 
 using namespace detseg;
 

@@ -7,6 +7,7 @@
 #include "detseg/data/readers/coco.h"
 #include "detseg/eval/coco_evaluator.h"
 #include "detseg/eval/voc_ap.h"
+#include "test_paths.h"
 
 using namespace detseg;
 

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command_runner.h"
+#include "test_paths.h"
 
 namespace detseg::test {
 

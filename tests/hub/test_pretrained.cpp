@@ -20,6 +20,7 @@
 #include "peer_python.h"
 #include "range_server.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using detseg::testing::run_command;

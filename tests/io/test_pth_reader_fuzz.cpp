@@ -7,6 +7,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/io/pth_reader.h"
+#include "test_paths.h"
 
 namespace detseg {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "detseg/core/error.h"
 #include "detseg/io/safetensors.h"
+#include "test_paths.h"
 
 namespace detseg {
 namespace {

@@ -10,6 +10,7 @@
 #include "detseg/losses/detection_loss.h"
 #include "detseg/losses/huber_loss.h"
 #include "detseg/ops/box_coder.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -23,7 +24,7 @@ TEST(HuberLoss, HandWorkedMaskedAndNormalised) {
 }
 
 TEST(HuberLoss, MatchesTorchFixture) {
-  const std::string bytes = detseg::read_file(DETSEG_SOURCE_DIR "/tests/fixtures/losses.pt");
+  const std::string bytes = detseg::read_file(std::string(DETSEG_SOURCE_DIR) + "/tests/fixtures/losses.pt");
   auto d = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
   at::Tensor out = d.at("box_outputs").toTensor(), tgt = d.at("box_targets").toTensor();
   EXPECT_TRUE(at::allclose(detseg::huber_loss_elementwise(out, tgt, 0.1), d.at("huber_d01").toTensor(),
@@ -127,7 +128,7 @@ TEST(BoxLossTable, HandWorked) {
 
 TEST(BoxLossTable, MatchesTorchvisionRetinaNetLosses) {
   // tests/fixtures/make_box_loss_fixtures.py: torchvision 0.26's _box_loss on 7 matched anchors.
-  const std::string bytes = detseg::read_file(DETSEG_SOURCE_DIR "/tests/fixtures/box_losses.pt");
+  const std::string bytes = detseg::read_file(std::string(DETSEG_SOURCE_DIR) + "/tests/fixtures/box_losses.pt");
   auto d = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
   detseg::BoxLossInputs in;
   in.anchors = d.at("anchors").toTensor();

@@ -8,11 +8,12 @@
 
 #include "detseg/core/files.h"
 #include "detseg/losses/focal_loss.h"
+#include "test_paths.h"
 
 namespace {
 
 c10::Dict<c10::IValue, c10::IValue> load_fixture() {
-  const std::string bytes = detseg::read_file(DETSEG_SOURCE_DIR "/tests/fixtures/losses.pt");
+  const std::string bytes = detseg::read_file(std::string(DETSEG_SOURCE_DIR) + "/tests/fixtures/losses.pt");
   return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
 }
 

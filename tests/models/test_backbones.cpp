@@ -9,11 +9,12 @@
 #include "detseg/models/backbones/efficientnet.h"
 #include "detseg/models/backbones/resnet.h"
 #include "detseg/models/layers/conv_bn_act.h"
+#include "test_paths.h"
 
 namespace {
 
 nlohmann::json fixture() {
-  return nlohmann::json::parse(detseg::read_file(DETSEG_SOURCE_DIR "/tests/fixtures/model_keys.json"));
+  return nlohmann::json::parse(detseg::read_file(std::string(DETSEG_SOURCE_DIR) + "/tests/fixtures/model_keys.json"));
 }
 
 int64_t count(torch::nn::Module& m, bool trainable_only = false) {

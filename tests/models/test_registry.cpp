@@ -21,6 +21,7 @@
 #include "detseg/engine/evaluate.h"
 #include "detseg/models/heads/retinanet_head.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

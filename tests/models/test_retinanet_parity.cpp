@@ -14,6 +14,7 @@
 #include "detseg/io/state_dict.h"
 #include "detseg/models/retinanet_network.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -23,13 +24,12 @@ using detseg::test::torchvision_available;
 
 TEST(RetinaNetParity, MatchesTorchvisionResNet18) {
   if (!torchvision_available()) {
-    GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: RetinaNet parity not checked";
+    GTEST_SKIP() << DETSEG_PYTHON << " with torchvision not found: RetinaNet parity not checked";
   }
   const detseg::testing::TempDir dir_temp("retinanet_parity");
   const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
-  const std::string cmd = DETSEG_PYTHON " " DETSEG_SOURCE_DIR
-                          "/tests/fixtures/make_retinanet_parity.py " + dir.string() + " 18 190 250";
+  const std::string cmd = std::string(DETSEG_PYTHON) + " " + DETSEG_SOURCE_DIR + "/tests/fixtures/make_retinanet_parity.py " + dir.string() + " 18 190 250";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 
   const std::string io_bytes = detseg::read_file((dir / "io.pt").string());

@@ -11,6 +11,7 @@
 #include "detseg/ops/nms.h"
 #include "detseg/ops/roi_align.h"
 #include "ops/ops_test_util.h"
+#include "test_paths.h"
 
 using namespace detseg;
 using namespace detseg::testing;

@@ -18,6 +18,7 @@
 #include "detseg/viz/label_map.h"
 #include "command_runner.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

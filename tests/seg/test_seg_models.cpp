@@ -29,6 +29,7 @@
 #include "detseg/train/fine_tune.h"
 #include "detseg/train/optimizer.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -42,12 +43,12 @@ float max_abs_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).ab
 float max_rel_diff(const at::Tensor& a, const at::Tensor& b) { return max_abs_diff(a, b) / b.abs().max().item<float>(); }
 
 TEST(SegParity, DeepLabV3ResNet50BackboneAndAsppMatchTorchvision) {
-  if (!torchvision_available()) GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: DeepLab parity not checked";
+  if (!torchvision_available()) GTEST_SKIP() << DETSEG_PYTHON << " with torchvision not found: DeepLab parity not checked";
   const detseg::testing::TempDir dir_temp("seg_parity");
   const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   const std::string cmd =
-      DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/make_seg_parity.py " + dir.string() + " 65 81";
+      std::string(DETSEG_PYTHON) + " " + DETSEG_SOURCE_DIR + "/tests/fixtures/make_seg_parity.py " + dir.string() + " 65 81";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string io_bytes = detseg::read_file((dir / "io.pt").string());
   auto io = torch::jit::pickle_load(std::vector<char>(io_bytes.begin(), io_bytes.end())).toGenericDict();

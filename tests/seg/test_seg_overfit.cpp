@@ -21,6 +21,7 @@
 #include "detseg/engine/train_loop.h"
 #include "measured.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 

@@ -16,6 +16,7 @@
 #include "detseg/train/ema.h"
 #include "detseg/train/optimizer.h"
 #include "tiny_modules.h"
+#include "test_paths.h"
 
 namespace detseg {
 namespace {

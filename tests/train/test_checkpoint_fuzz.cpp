@@ -9,6 +9,7 @@
 #include "detseg/core/files.h"
 #include "detseg/train/checkpoint.h"
 #include "error_of.h"
+#include "test_paths.h"
 
 namespace detseg {
 namespace {

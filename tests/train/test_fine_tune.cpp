@@ -12,6 +12,7 @@
 #include "detseg/train/checkpoint.h"
 #include "detseg/train/fine_tune.h"
 #include "tiny_modules.h"
+#include "test_paths.h"
 
 namespace detseg {
 namespace {

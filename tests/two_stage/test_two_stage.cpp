@@ -22,6 +22,7 @@
 #include "detseg/ops/roi_align.h"
 #include "detseg/ops/sampler.h"
 #include "temp_dir.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -37,12 +38,12 @@ float max_abs_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).ab
 
 TEST(TwoStageParity, MatchesTorchvisionMaskRcnnResNet50Fpn) {
   if (!torchvision_available()) {
-    GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: Faster/Mask R-CNN parity not checked";
+    GTEST_SKIP() << DETSEG_PYTHON << " with torchvision not found: Faster/Mask R-CNN parity not checked";
   }
   const detseg::testing::TempDir dir_temp("two_stage_parity");
   const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
-  const std::string cmd = DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/make_two_stage_parity.py " +
+  const std::string cmd = std::string(DETSEG_PYTHON) + " " + DETSEG_SOURCE_DIR + "/tests/fixtures/make_two_stage_parity.py " +
                           dir.string() + " 50 256 320";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string io_bytes = detseg::read_file((dir / "io.pt").string());
@@ -97,13 +98,13 @@ TEST(TwoStageParity, C4MatchesTorchvisionResNet50Split) {
   // torchvision has no C4 detector, but the reference's C4 extractor is its resnet split at layer3:
   // the first stage is conv1..layer3, the second stage layer4 (stride 1) on each region's crop.
   if (!torchvision_available()) {
-    GTEST_SKIP() << DETSEG_PYTHON " with torchvision not found: C4 parity not checked";
+    GTEST_SKIP() << DETSEG_PYTHON << " with torchvision not found: C4 parity not checked";
   }
   const detseg::testing::TempDir dir_temp("c4_parity");
   const fs::path dir = dir_temp.path();
   fs::create_directories(dir);
   const std::string cmd =
-      DETSEG_PYTHON " " DETSEG_SOURCE_DIR "/tests/fixtures/make_c4_parity.py " + dir.string() + " 50 160 224";
+      std::string(DETSEG_PYTHON) + " " + DETSEG_SOURCE_DIR + "/tests/fixtures/make_c4_parity.py " + dir.string() + " 50 160 224";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string io_bytes = detseg::read_file((dir / "io.pt").string());
   auto io = torch::jit::pickle_load(std::vector<char>(io_bytes.begin(), io_bytes.end())).toGenericDict();

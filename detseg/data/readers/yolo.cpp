@@ -135,9 +135,11 @@ void read_labels(const fs::path& file, int64_t num_classes, const CocoImage& ima
 YoloDataset read_yolo(const std::string& data_yaml, const YoloOptions& options) {
   DETSEG_CHECK(file_exists(data_yaml) && !is_directory(data_yaml), data_yaml,
                ": not found (expected a YOLO data.yaml with path, train/val and names)");
+  const std::string text = read_yaml_file(data_yaml, YamlErrorKind::kData);
+  check_yaml_node_count(text, data_yaml, YamlErrorKind::kData);
   YAML::Node root;
   try {
-    root = YAML::Load(read_yaml_file(data_yaml, YamlErrorKind::kData));
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw Error(location(data_yaml, e.mark.line + 1, e.mark.column + 1) + "malformed YAML: " + e.msg);
   }

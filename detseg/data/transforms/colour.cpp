@@ -161,13 +161,14 @@ void add_patch_gaussian(at::Tensor& image, int64_t cy, int64_t cx, int64_t size,
     }
 }
 
-void black_patch(at::Tensor& image, int64_t y, int64_t x, int64_t size) {
-  plane_size(image, "black_patches");
+void fill_rectangle(at::Tensor& image, int64_t y0, int64_t x0, int64_t y1, int64_t x1, uint8_t value) {
+  plane_size(image, "fill_rectangle");
   const int64_t h = image.size(1), w = image.size(2);
-  const int64_t y1 = std::min(h, y + size), x1 = std::min(w, x + size);
-  y = std::max<int64_t>(0, y);
-  x = std::max<int64_t>(0, x);
-  if (y1 > y && x1 > x) image.narrow(1, y, y1 - y).narrow(2, x, x1 - x).zero_();
+  y1 = std::min(h, y1), x1 = std::min(w, x1);
+  y0 = std::max<int64_t>(0, y0), x0 = std::max<int64_t>(0, x0);
+  if (y1 > y0 && x1 > x0) image.narrow(1, y0, y1 - y0).narrow(2, x0, x1 - x0).fill_(static_cast<int64_t>(value));
 }
+
+void black_patch(at::Tensor& image, int64_t y, int64_t x, int64_t size) { fill_rectangle(image, y, x, y + size, x + size, 0); }
 
 }  // namespace detseg

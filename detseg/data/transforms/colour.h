@@ -32,6 +32,8 @@ void add_patch_gaussian(at::Tensor& image, int64_t cy, int64_t cx, int64_t size,
                         std::mt19937_64& rng);
 // Sets the square [y, y + size) x [x, x + size) (clipped to the image) to black.
 void black_patch(at::Tensor& image, int64_t y, int64_t x, int64_t size);
+// Sets [y0, y1) x [x0, x1) (clipped to the image) to `value` in every channel.
+void fill_rectangle(at::Tensor& image, int64_t y0, int64_t x0, int64_t y1, int64_t x1, uint8_t value);
 
 // One pixel's RGB in [0, 1] to HSV (h in turns [0, 1)) and back: TF's conversion.
 void rgb_to_hsv(float r, float g, float b, float& h, float& s, float& v);

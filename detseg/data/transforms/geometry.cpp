@@ -3,23 +3,42 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include <cmath>
+
 #include "detseg/core/error.h"
 
 namespace detseg {
 namespace {
 
-// Resizes each [H, W] plane of a uint8 [C, H, W] tensor with OpenCV. Planes are resized one by one
-// so the channel-first layout never needs a transpose.
-at::Tensor resize_planes(const at::Tensor& src, int64_t out_h, int64_t out_w, int interpolation) {
+// Runs `fn(source plane, output plane, plane index)` over each [H, W] plane of a uint8 [C, H, W]
+// tensor into a new [C, out_h, out_w] one. Plane by plane, so the channel-first layout never needs a
+// transpose for OpenCV.
+template <class Fn>
+at::Tensor map_planes(const at::Tensor& src, int64_t out_h, int64_t out_w, Fn fn) {
   at::Tensor in = src.contiguous();
   const int64_t c = in.size(0), h = in.size(1), w = in.size(2);
   at::Tensor out = at::empty({c, out_h, out_w}, in.options());
   for (int64_t i = 0; i < c; ++i) {
     cv::Mat a(static_cast<int>(h), static_cast<int>(w), CV_8UC1, in.data_ptr<uint8_t>() + i * h * w);
     cv::Mat b(static_cast<int>(out_h), static_cast<int>(out_w), CV_8UC1, out.data_ptr<uint8_t>() + i * out_h * out_w);
-    cv::resize(a, b, b.size(), 0, 0, interpolation);
+    fn(a, b, i);
   }
   return out;
+}
+
+at::Tensor resize_planes(const at::Tensor& src, int64_t out_h, int64_t out_w, int interpolation) {
+  return map_planes(src, out_h, out_w,
+                    [&](const cv::Mat& a, cv::Mat& b, int64_t) { cv::resize(a, b, b.size(), 0, 0, interpolation); });
+}
+
+// Each plane through the inverse map `to_source` (output pixel index -> source pixel index), nearest
+// pixel; outside the source: fill(plane index).
+template <class Fill>
+at::Tensor warp_planes(const at::Tensor& src, const cv::Mat& to_source, Fill fill) {
+  return map_planes(src, src.size(1), src.size(2), [&](const cv::Mat& a, cv::Mat& b, int64_t i) {
+    cv::warpAffine(a, b, to_source, b.size(), cv::INTER_NEAREST | cv::WARP_INVERSE_MAP, cv::BORDER_CONSTANT,
+                   cv::Scalar(fill(i)));
+  });
 }
 
 void check_example(const Example& ex, const char* what) {
@@ -226,6 +245,29 @@ ImageGeometry transform_crop_keep_overlap(Example& ex, int64_t y0, int64_t x0, i
     }
   }
   return transform_crop(ex, y0, x0, h, w);
+}
+
+void transform_affine(Example& ex, const std::array<double, 6>& map, std::array<uint8_t, 3> fill, uint8_t label_fill) {
+  check_example(ex, "affine");
+  const double a = map[0], b = map[1], tx = map[2], c = map[3], d = map[4], ty = map[5];
+  const double det = a * d - b * c;
+  DETSEG_CHECK(std::abs(det) > 1e-12, "affine: the map [", a, ", ", b, "; ", c, ", ", d, "] cannot be inverted");
+  // Continuous coordinates put pixel i's centre at i + 0.5: source index = A^-1 (index + 0.5 - t) - 0.5.
+  const double ia = d / det, ib = -b / det, ic = -c / det, id = a / det;
+  const double ux = 0.5 - tx, uy = 0.5 - ty;
+  const cv::Mat to_source = (cv::Mat_<double>(2, 3) << ia, ib, ia * ux + ib * uy - 0.5, ic, id, ic * ux + id * uy - 0.5);
+  ex.image = warp_planes(ex.image, to_source, [&](int64_t i) { return static_cast<double>(fill[static_cast<size_t>(i)]); });
+  if (ex.masks.defined() && ex.masks.size(0) > 0) ex.masks = warp_planes(ex.masks, to_source, [](int64_t) { return 0.0; });
+  if (ex.label_map.defined())
+    ex.label_map = warp_planes(ex.label_map.unsqueeze(0), to_source, [&](int64_t) { return double(label_fill); }).squeeze(0);
+  if (ex.num_boxes() == 0) return;
+  const at::Tensor bx = ex.boxes.to(at::kDouble);
+  const at::Tensor xs = at::stack({bx.select(1, 0), bx.select(1, 2), bx.select(1, 0), bx.select(1, 2)}, 1);
+  const at::Tensor ys = at::stack({bx.select(1, 1), bx.select(1, 1), bx.select(1, 3), bx.select(1, 3)}, 1);
+  const at::Tensor mx = xs * a + ys * b + tx, my = xs * c + ys * d + ty;
+  ex.boxes = at::stack({std::get<0>(mx.min(1)), std::get<0>(my.min(1)), std::get<0>(mx.max(1)), std::get<0>(my.max(1))}, 1)
+                 .to(ex.boxes.scalar_type());
+  clip_and_drop_boxes(ex);
 }
 
 ImageGeometry transform_hflip(Example& ex) {

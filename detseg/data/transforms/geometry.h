@@ -35,6 +35,15 @@ ImageGeometry transform_vflip(Example& ex);
 // through it). Resets the canvas.
 void transform_rot90(Example& ex);
 
+// Moves the content through the affine map x' = a x + b y + tx, y' = c x + d y + ty (`map` =
+// {a, b, tx, c, d, ty}, continuous coordinates: pixel i spans [i, i+1)), size kept: each pixel takes
+// the nearest source pixel, or `fill` (image), 0 (masks), `label_fill` (label map) where that lies
+// outside. A box becomes the extent of its four mapped corners, clipped; degenerate boxes are dropped
+// and counted. Rotations and shears are no per-axis ImageGeometry: as transform_rot90, the geometry
+// is left as it was (training only).
+void transform_affine(Example& ex, const std::array<double, 6>& map, std::array<uint8_t, 3> fill,
+                      uint8_t label_fill = 255);
+
 // Places the image at (top, left) of an out_h x out_w canvas: image padded with `fill` (RGB), masks
 // with 0, label map with `label_fill`; boxes shift by (left, top). Resets the canvas.
 ImageGeometry transform_pad_at(Example& ex, int64_t top, int64_t left, int64_t out_h, int64_t out_w,

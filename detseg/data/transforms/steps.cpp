@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "detseg/core/error.h"
+#include "detseg/data/transforms/autoaugment.h"
 #include "detseg/data/transforms/colour.h"
 #include "detseg/data/transforms/geometry.h"
 #include "detseg/data/transforms/mix.h"
@@ -291,6 +292,11 @@ void step_copy_paste(Example& ex, const AugmentStep& s, Rng& rng, const StepEnv&
   copy_paste_examples(ex, other, selected);
 }
 
+// Draws: autoaugment_image's (autoaugment.h).
+void step_autoaugment(Example& ex, const AugmentStep& s, Rng& rng, const StepEnv&) {
+  own_image(ex);
+  autoaugment_image(ex, s.text("policy_name"), rng);
+}
 
 const std::unordered_map<std::string, StepFn>& step_table() {
   static const std::unordered_map<std::string, StepFn> table = {
@@ -309,6 +315,7 @@ const std::unordered_map<std::string, StepFn>& step_table() {
       {"random_black_patches", step_black_patches},
       {"random_jpeg_quality", step_jpeg_quality},
       {"random_patch_gaussian", step_patch_gaussian},
+      {"autoaugment_image", step_autoaugment},
       {"random_crop_image", step_crop_image},
       {"random_pad_image", step_pad_image},
       {"random_crop_pad_image", step_crop_pad_image},

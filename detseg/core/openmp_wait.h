@@ -1,0 +1,25 @@
+// Implements: how LibTorch's OpenMP threads wait for the next parallel region, chosen from the
+// machine's load when a run starts. A training step opens thousands of parallel regions; between
+// them each thread spins, then sleeps. Spinning is fastest on free cores and slowest on shared
+// ones, where the spinner takes the time another job (or our own loader) needs. Measured on a
+// 2-core x86-64 machine with the RetinaNet-R18 demo step, 2 threads (docs/cli.md): quiet, 2.15
+// steps/s spinning 10000 iterations against 1.78 sleeping at once; two such runs at once, 0.77
+// steps/s each spinning against 1.07 sleeping.
+#pragma once
+
+#include <string>
+
+namespace detseg {
+
+struct OpenMpWait {
+  std::string variable;  // the libgomp environment variable to set: GOMP_SPINCOUNT or OMP_WAIT_POLICY
+  std::string value;
+  std::string reason;    // for `detseg info`: "chosen from the load at start: 0.12, 2 CPUs, 2 threads"
+};
+
+// load: the 1-minute load average before the run; cpus: logical CPUs; threads: the run's
+// intra-op threads. Where the run's threads fit beside the load, a 10000-iteration spin (a few
+// tens of microseconds); otherwise sleep at once (passive).
+OpenMpWait openmp_wait_for_load(double load, int cpus, int threads);
+
+}  // namespace detseg
