@@ -14,7 +14,7 @@ bash scripts/setup.sh --peers
 phase setup
 bash scripts/build.sh
 phase build
-(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@")
+(cd build && ctest --output-on-failure -j "$(nproc)" "$@")
 grep -h '^\[ measured \]' build/Testing/Temporary/LastTest.log | sed 's|^|native |' || true
 phase ctest
 if (($# == 0)); then

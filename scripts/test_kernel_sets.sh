@@ -21,7 +21,7 @@ for set in "default SSE41" "$second"; do
   read -r aten onednn <<< "$set"
   echo "test_kernel_sets: ATEN_CPU_CAPABILITY=$aten ONEDNN_MAX_CPU_ISA=$onednn"
   (cd build && ATEN_CPU_CAPABILITY=$aten ONEDNN_MAX_CPU_ISA=$onednn \
-     ctest -L numeric --output-on-failure -j "$(nproc)" --timeout 1500 "$@") || failed+=("$aten/$onednn")
+     ctest -L numeric --output-on-failure -j "$(nproc)" "$@") || failed+=("$aten/$onednn")
   grep -h '^\[ measured \]' build/Testing/Temporary/LastTest.log | sed "s|^|$aten/$onednn |" || true
 done
 if ((${#failed[@]})); then

@@ -16,12 +16,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The learning regression's budget and floors (see DemoRecipeGeneralisesToHeldOutImages): 150 steps
-// of the demo config measured AP 0.335 / AP50 0.572 (2026-12-05, seed 1; per class AP50 RBC 0.715,
-// WBC 0.936, Platelets 0.065); the floors leave ~25% for noise. The plain head at a 256 square
-// stood at AP 0.115 after 125 steps of a 600-step run (docs/training.md): far below them.
-constexpr int64_t kLearningSteps = 150;
-constexpr double kLearningMinAp = 0.25, kLearningMinAp50 = 0.45;
+// The learning regression's budget and floors (see DemoRecipeGeneralisesToHeldOutImages). 90 steps
+// of the demo config (seed 1, 2 threads), measured 2026-12-07 on an Intel Xeon (Sapphire Rapids,
+// AVX-512, 2 cores) with `bash bench/learning_spread.sh configs/demo/retinanet_r18_bccd.yaml --seeds 1
+// --set train.num_steps=90 ...` (the test's overrides): AP 0.283 / AP50 0.527 natively (ATen AVX512,
+// oneDNN avx10_1_512_amx), 0.266 / 0.507 under ATen default + oneDNN SSE41, 0.262 / 0.518 under
+// ATen avx2 + oneDNN AVX2. The floors leave ~25% below the lowest for noise: the AP is over 339
+// boxes of 20 images, so rounding moves it by a few hundredths, not by a class. With no learning
+// (10 steps at learning rate 1e-9) AP and AP50 are 0; the plain head at a 256 square stood at AP
+// 0.115 after 125 steps of a 600-step run (docs/training.md). The run was 150 steps (AP 0.31-0.33)
+// until, under ATen default + oneDNN SSE41 on a 2-core AMD EPYC, it outran its 1200 s ctest limit
+// (8.4 s a step beside another test); on the Xeon above that set takes ~3.8 s a step.
+constexpr int64_t kLearningSteps = 90;
+constexpr double kLearningMinAp = 0.20, kLearningMinAp50 = 0.40;
 
 }  // namespace
 
