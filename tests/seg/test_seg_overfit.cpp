@@ -73,6 +73,10 @@ TEST(SegOverfit, DeepLabV3PlusOnTwoCamVidImagesReachesMiou09) {
   EXPECT_EQ(step, 150);
   EXPECT_EQ(eval.num_images, 2);
   detseg::testing::print_measured(eval.metrics, {"mIoU", "pixel_accuracy"});
+  // Measured by the test itself: mIoU / pixel accuracy 0.926 / 0.985 under ATen default + oneDNN
+  // SSE41 on an AMD EPYC (Zen 3, 2026-12-06); on an Intel Xeon (Sapphire Rapids: AVX-512, AMX; 2
+  // cores), 2026-12-07: 0.924 / 0.985 natively (AVX-512), 0.926 / 0.985 under default/SSE41, 0.923 /
+  // 0.984 under avx2/AVX2. The floors (0.9 / 0.95) are the thinnest margin of the learning tests.
   EXPECT_GT(eval.metrics.get("mIoU"), 0.9) << eval.text;
   EXPECT_GT(eval.metrics.get("pixel_accuracy"), 0.95) << eval.text;
   if (!HasFailure()) fs::remove_all(dir);
