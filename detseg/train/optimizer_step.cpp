@@ -161,6 +161,11 @@ void TrainOptimizer::step(const torch::Tensor& skip) {
     } else {
       throw Error(str("TrainOptimizer::step: unknown optimizer type '", type, "'"));
     }
+    // ATen's fused kernels write the parameters without bumping their version counters (an
+    // in-place op would). Whatever is keyed on (data, version) would then miss the update: the
+    // packed inference weights (ops/packed_conv.h) made at one periodic evaluation were used again
+    // at the next, which scored the older weights. A host-side counter: no device work.
+    for (const auto& p : params) p.unsafeGetTensorImpl()->bump_version();
   }
 }
 

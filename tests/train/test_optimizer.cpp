@@ -138,6 +138,27 @@ TEST(Optimizer, AdamAdamWRmsPropBuildAndStep) {
   EXPECT_NEAR(w.item<double>(), 2.0 * (1 - 0.1 * 0.01), 1e-12);
 }
 
+// The training loop's step changes each updated parameter's version, as an in-place op would: ATen's
+// fused kernels alone do not, and packed inference weights (ops/packed_conv.h) are keyed on it, so
+// a periodic evaluation after the first scored stale weights (eval-30.json AP 0.005 where `detseg
+// eval` of ckpt-30 gave 0.042).
+TEST(Optimizer, EveryTypeStepBumpsTheParametersVersions) {
+  for (const char* type : {"sgd", "momentum", "adam", "adamw", "rmsprop"}) {
+    TinyNet net;
+    testing::fill_tiny(*net);
+    OptimizerOptions o;
+    o.type = type;
+    TrainOptimizer opt = build_optimizer(select_parameters(*net, o), o, 0.1);
+    opt.optimizer->zero_grad();
+    net->forward(torch::tensor({{1.f, 2.f}, {3.f, -1.f}})).sum().backward();
+    const uint32_t before = net->head->weight._version();
+    const torch::Tensor old = net->head->weight.detach().clone();
+    opt.step(torch::zeros({}));
+    EXPECT_FALSE(torch::equal(net->head->weight, old)) << type;
+    EXPECT_GT(net->head->weight._version(), before) << type;
+  }
+}
+
 // Two steps of each optimizer type as build_optimizer configures it, on head only (fc1 and bn
 // frozen) with the constant gradients d/dbias = 2, d/dweight = [1, 1], worked by hand from
 // torch's update rules (lr 0.1).
