@@ -32,6 +32,7 @@ int run_predict(const PredictArgs& args) {
   options.score_threshold = args.score_threshold;
   options.batch = args.batch;
   options.every_nth_frame = args.every_nth_frame;
+  options.draw = !args.no_draw;
   // --tile and --tile-overlap set the config's keys, so an exported model's config takes them too.
   if (args.tile >= 0) config.postprocess.tile_size = args.tile;
   if (args.tile_overlap >= 0) config.postprocess.tile_overlap = args.tile_overlap;
@@ -39,11 +40,11 @@ int run_predict(const PredictArgs& args) {
   const bool video = is_video_input(options.input);
   int64_t n = predict_images(config, options);
   if (video) {
-    std::printf("predicted %lld frames of %s into %s (detections.jsonl, annotated.mp4)\n", static_cast<long long>(n),
-                args.input.c_str(), args.output.c_str());
+    std::printf("predicted %lld frames of %s into %s (detections.jsonl%s)\n", static_cast<long long>(n),
+                args.input.c_str(), args.output.c_str(), options.draw ? ", annotated.mp4" : "");
   } else {
-    std::printf("predicted %lld images into %s (detections.json or segmentation.json, images.json, and PNGs per image)\n",
-                static_cast<long long>(n), args.output.c_str());
+    std::printf("predicted %lld images into %s (detections.json or segmentation.json, images.json%s)\n",
+                static_cast<long long>(n), args.output.c_str(), options.draw ? ", and PNGs per image" : "; --no-draw: no pictures");
   }
   return 0;
 }

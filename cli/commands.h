@@ -42,6 +42,7 @@ struct PredictArgs {
   int64_t tile = -1;             // -1: the config's postprocess.tile_size
   double tile_overlap = -1;      // -1: the config's postprocess.tile_overlap
   int64_t every_nth_frame = 1;   // videos
+  bool no_draw = false;          // JSON only: no pictures, no annotated video
 };
 
 struct CocoEvalArgs {

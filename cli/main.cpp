@@ -227,6 +227,9 @@ int main(int argc, char** argv) {
       ->check(number_in(0, 0.9));
   predict_app->add_option("--every-nth-frame", predict.every_nth_frame, "Videos and streams: predict frames 0, N, 2N, ...")
       ->check(whole_number(1));
+  predict_app->add_flag("--no-draw", predict.no_draw,
+                        "Write the detections (or segmenters' class-id PNGs) only: no drawn pictures, overlays or "
+                        "annotated video");
   add_overrides(predict_app, predict.overrides);
   predict_app->callback([&] { run = [&] { return run_predict(predict); }; });
 

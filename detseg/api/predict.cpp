@@ -170,10 +170,12 @@ void write_image_table(const PredictOptions& options, const nlohmann::json& imag
   write_file_atomic((fs::path(options.output) / "images.json").string(), dump_json(table));
 }
 
+// Pictures are renamed into place whole but not flushed to disk one by one (two fsyncs an image
+// held the writing thread longer than the PNG encoding); the JSON files, written last, are synced.
 void write_png(const std::string& path, const cv::Mat& image) {
   std::vector<uchar> png;
   DETSEG_CHECK(cv::imencode(".png", image, png), path, ": PNG encoding failed");
-  write_file_atomic(path, std::string(png.begin(), png.end()));
+  write_file_atomic(path, std::string(png.begin(), png.end()), Durability::kAtomicOnly);
 }
 
 // Segmenters: <file name>.png colour label map, <file name>_overlay.png on the photo,
@@ -181,7 +183,9 @@ void write_png(const std::string& path, const cv::Mat& image) {
 // pixel fractions.
 int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions& options) {
   std::vector<std::string> images = list_images(options.input);
-  check_outputs(config, options, images, {"segmentation.json", "images.json"}, {".png", "_overlay.png", "_labels.png"});
+  check_outputs(config, options, images, {"segmentation.json", "images.json"},
+                options.draw ? std::vector<std::string>{".png", "_overlay.png", "_labels.png"}
+                             : std::vector<std::string>{"_labels.png"});
   const Segmenter segmenter(options.checkpoint, config);
   const std::vector<std::string>& names = segmenter.class_names();
   const int64_t num_classes = segmenter.num_classes();
@@ -207,13 +211,15 @@ int64_t predict_segmentation(const PipelineConfig& config, const PredictOptions&
                    {"label_map", json_file_name(fs::path(stem + "_labels.png").filename().string())},
                    {"class_fractions", fractions}});
     table.push_back({{"id", image_id}, {"file_name", file_name}, {"width", labels.size(1)}, {"height", labels.size(0)}});
-    const cv::Mat colour = colorize_label_map(labels);
-    write_png(stem + ".png", colour);
-    write_png(stem + "_overlay.png", overlay_label_map(image, colour, 0.5));
+    if (options.draw) {
+      const cv::Mat colour = colorize_label_map(labels);
+      write_png(stem + ".png", colour);
+      write_png(stem + "_overlay.png", overlay_label_map(image, colour, 0.5));
+    }
     const at::Tensor ids = labels.clamp(0, 255).to(at::kByte).contiguous();
     write_png(stem + "_labels.png", cv::Mat(static_cast<int>(ids.size(0)), static_cast<int>(ids.size(1)), CV_8UC1,
                                             ids.data_ptr<uint8_t>()).clone());
-    log_debug(path, ": label map -> ", stem, ".png, ", stem, "_overlay.png");
+    log_debug(path, ": label map -> ", stem, options.draw ? ".png, _overlay.png, _labels.png" : "_labels.png");
     ++index;
     progress.report(index);
   }
@@ -330,7 +336,8 @@ struct PredictedImage {
 int64_t predict_detections(const PipelineConfig& config, const PredictOptions& options) {
   check_detector_options(config, options);
   std::vector<std::string> images = list_images(options.input);
-  check_outputs(config, options, images, {"detections.json", "images.json"}, {".png"});
+  check_outputs(config, options, images, {"detections.json", "images.json"},
+                options.draw ? std::vector<std::string>{".png"} : std::vector<std::string>{});
   const Detector detector(options.checkpoint, config);
   const TilingOptions tiling = tiling_options(config);
   ImageIds image_ids(config);
@@ -375,10 +382,12 @@ int64_t predict_detections(const PipelineConfig& config, const PredictOptions& o
         all.push_back(std::move(entry));
       }
       table.push_back({{"id", image_id}, {"file_name", file_name}, {"width", p->bgr.cols}, {"height", p->bgr.rows}});
-      draw_detections(p->bgr, p->detections, options);
-      const std::string out_png = output_path(options, path, ".png");
-      write_png(out_png, p->bgr);
-      log_debug(path, ": ", p->detections.size(), " detections -> ", out_png);
+      if (options.draw) {
+        draw_detections(p->bgr, p->detections, options);
+        const std::string out_png = output_path(options, path, ".png");
+        write_png(out_png, p->bgr);
+        log_debug(path, ": ", p->detections.size(), " detections -> ", out_png);
+      }
       written = i + 1;
       progress.report(i + 1);
     }

@@ -25,6 +25,9 @@ struct PredictOptions {
   // run on threads of their own either way.
   int64_t batch = 1;
   int64_t every_nth_frame = 1;  // videos: predict frames 0, N, 2N, ...
+  // False (--no-draw): the JSON only, no pictures or annotated video (segmenters still write the
+  // class-id PNGs, which are their data).
+  bool draw = true;
 };
 
 // Returns the number of images (or video frames) predicted.

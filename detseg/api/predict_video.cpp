@@ -80,7 +80,9 @@ int64_t predict_video(const PipelineConfig& config, const PredictOptions& option
   const std::string video_path = (fs::path(options.output) / "annotated.mp4").string();
   std::vector<CommandInput> inputs;
   if (kind == VideoSourceKind::kFile) inputs.push_back({options.input, "the video given by --input"});
-  check_predict_outputs(config, options, inputs, {jsonl_path, video_path});
+  std::vector<std::string> outputs = {jsonl_path};
+  if (options.draw) outputs.push_back(video_path);
+  check_predict_outputs(config, options, inputs, outputs);
   // Opened before the model is loaded: a path it cannot read fails at once.
   const std::unique_ptr<VideoReader> reader = open_video(options.input);
   const VideoProperties source = reader->properties();
@@ -92,7 +94,7 @@ int64_t predict_video(const PipelineConfig& config, const PredictOptions& option
 
   double fps = source.fps;
   if (!(fps > 0 && fps <= kMaxFps)) {
-    log_warn(options.input, ": states no frame rate; the timestamps and ", video_path, " take ", kDefaultFps, " frames/s");
+    log_warn(options.input, ": states no frame rate; the timestamps", options.draw ? " and " + video_path : "", " take ", kDefaultFps, " frames/s");
     fps = kDefaultFps;
   }
   const int64_t nth = options.every_nth_frame;
@@ -135,12 +137,14 @@ int64_t predict_video(const PipelineConfig& config, const PredictOptions& option
       std::optional<Frame> frame = predicted.pop();
       if (!frame) break;
       // The first frame's size: a stream may state none before it starts.
-      if (!video) video = create_video(video_path, fps / static_cast<double>(nth), frame->bgr.cols, frame->bgr.rows);
+      if (!video && options.draw) video = create_video(video_path, fps / static_cast<double>(nth), frame->bgr.cols, frame->bgr.rows);
       jsonl << frame_line(*frame);
       jsonl.flush();
       DETSEG_CHECK(jsonl.good(), jsonl_path, ": writing failed (disk full?)");
-      draw_detections(frame->bgr, frame->detections, options);
-      video->write(frame->bgr);
+      if (video) {
+        draw_detections(frame->bgr, frame->detections, options);
+        video->write(frame->bgr);
+      }
       written = k + 1;
       progress.report(k + 1);
     }
@@ -173,16 +177,17 @@ int64_t predict_video(const PipelineConfig& config, const PredictOptions& option
   reading.rethrow();
 
   const int64_t n = written;
+  const std::string outputs_held = options.draw ? jsonl_path + " and " + video_path : jsonl_path;
   if (const int signal = stop_signal())
-    throw Interrupted(signal, str("prediction stopped by ", signal_name(signal), " after ", n, " frames; ", jsonl_path,
-                                  " and ", video_path, " hold those"));
+    throw Interrupted(signal, str("prediction stopped by ", signal_name(signal), " after ", n, " frames; ", outputs_held,
+                                  " hold", options.draw ? "" : "s", " those"));
   DETSEG_CHECK(n > 0, options.input, ": no frame could be read (an empty or undecodable video, or a stream that sent "
                "no picture)");
   const int64_t seen = frames_seen;
   if (source.frame_count > 0 && static_cast<double>(seen) < 0.99 * static_cast<double>(source.frame_count) - 1) {
     log_warn(options.input, ": the video ended after ", seen, " of the ", source.frame_count,
-             " frames its header states (a truncated file or a dropped stream); ", jsonl_path, " and ", video_path,
-             " hold the ", n, " frames predicted");
+             " frames its header states (a truncated file or a dropped stream); ", outputs_held,
+             options.draw ? " hold the " : " holds the ", n, " frames predicted");
   } else if (kind != VideoSourceKind::kFile) {
     log_info(options.input, ": the stream ended after ", seen, " frames");
   }

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "command_runner.h"
 #include "temp_dir.h"
@@ -81,6 +83,24 @@ TEST(PredictBatch, BatchesGiveTheOneImageDetectionsInOrder) {
 
 // --tile cuts a 640 x 480 image into 128-pixel tiles: detections come back in the image's pixels,
 // differ from the whole image's, and --set postprocess.tile_size gives the same as the flag.
+// --no-draw: the same detections.json and images.json, and no picture in the output folder.
+TEST(PredictBatch, NoDrawWritesTheJsonOnly) {
+  const detseg::testing::TempDir temp("predict_no_draw");
+  const fs::path images = five_images(temp / "images");
+  const CommandRun drawn = run(predict_args(images, temp / "drawn") + " --batch 2");
+  ASSERT_EQ(drawn.code, 0) << drawn.output;
+  const CommandRun plain = run(predict_args(images, temp / "plain") + " --batch 2 --no-draw");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("predicted 5 images into"), std::string::npos) << plain.output;
+  expect_same_detections(read_json(temp / "drawn" / "detections.json"), read_json(temp / "plain" / "detections.json"));
+  EXPECT_EQ(read_json(temp / "drawn" / "images.json"), read_json(temp / "plain" / "images.json"));
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(temp / "plain")) files.push_back(entry.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"detections.json", "images.json"}));
+  EXPECT_TRUE(fs::exists(temp / "drawn" / "BloodImage_00000.jpg.png"));
+}
+
 TEST(PredictTiles, TheFlagAndTheConfigKeyTileTheImage) {
   const detseg::testing::TempDir temp("predict_tiles");
   const fs::path image = fs::path(kDemo) / "images" / "BloodImage_00000.jpg";

@@ -145,6 +145,28 @@ TEST(PredictVideo, EveryNthFramePredictsFramesZeroNTwoN) {
   EXPECT_EQ(video.width, kWidth);
 }
 
+// --no-draw: the same JSON lines, and no annotated video.
+TEST(PredictVideo, NoDrawWritesTheJsonLinesOnly) {
+  const detseg::testing::TempDir temp("predict_video_no_draw");
+  write_clip(temp / "clip.avi");
+  const std::string input = (temp / "clip.avi").string() + " --every-nth-frame 10";
+  const CommandRun drawn = run(predict_args(input, temp / "drawn"));
+  ASSERT_EQ(drawn.code, 0) << drawn.output;
+  const CommandRun plain = run(predict_args(input, temp / "plain") + " --no-draw");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("(detections.jsonl)"), std::string::npos) << plain.output;
+  EXPECT_TRUE(fs::exists(temp / "drawn" / "annotated.mp4"));
+  EXPECT_FALSE(fs::exists(temp / "plain" / "annotated.mp4"));
+  const std::vector<nlohmann::json> a = read_lines(temp / "drawn" / "detections.jsonl"),
+                                    b = read_lines(temp / "plain" / "detections.jsonl");
+  ASSERT_EQ(a.size(), 3u);  // frames 0, 10, 20
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(b[k]["frame"], a[k]["frame"]);
+    EXPECT_EQ(b[k]["detections"].size(), a[k]["detections"].size());
+  }
+}
+
 // A file cut in half (what a dropped stream leaves): the frames before the cut are predicted, the
 // outputs are whole (the video readable, every JSON line complete), and a warning says so.
 TEST(PredictVideo, AVideoCutInHalfEndsCleanlyWithWhatWasRead) {

@@ -142,6 +142,17 @@ TEST(SegEngine, CommandTrainsEvaluatesAndPredicts) {
   double max_id = 0;
   cv::minMaxLoc(ids, nullptr, &max_id);
   EXPECT_LT(max_id, 11);
+  // --no-draw: the class ids and the JSON, no colour map or overlay.
+  ASSERT_EQ(run("predict --config " + config + " --checkpoint " + (dir / "model" / "ckpt-1.dsckpt").string() +
+                    " --input " + (dir / "in").string() + " --output " + (dir / "ids").string() + " --no-draw",
+                &out),
+            0)
+      << out;
+  for (const char* name : {"a.png_labels.png", "segmentation.json", "images.json"})
+    EXPECT_TRUE(fs::exists(dir / "ids" / name)) << name;
+  for (const char* name : {"a.png.png", "a.png_overlay.png"}) EXPECT_FALSE(fs::exists(dir / "ids" / name)) << name;
+  EXPECT_EQ(detseg::read_file((dir / "ids" / "segmentation.json").string()),
+            detseg::read_file((dir / "pred" / "segmentation.json").string()));
   fs::remove_all(dir);
 }
 
