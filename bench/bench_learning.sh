@@ -2,7 +2,12 @@
 # Equal-time learning benchmark: detseg and torchvision (the venv's 0.26) train the same model
 # (the README demo's RetinaNet-R18-FPN64 with a GroupNorm head, from scratch) with the same recipe for the same wall-clock minutes on this
 # machine, one after the other, and both are scored by the same evaluator (detseg coco-eval, equal
-# to pycocotools) on BCCD's test split. Prints steps, seconds per step, AP, AP50 and per-class AP.
+# to pycocotools) on BCCD's test split. Prints steps, seconds per step, AP, AP50, AP75 and per-class AP.
+# Where the venv has Ultralytics (scripts/setup.sh --ultralytics), YOLO11n runs third: the peer a
+# user would pick instead, trained from scratch with its own default recipe and augmentation for
+# the same minutes at imgsz 352 (detseg's longest side), scored the same way
+# (bench/peers/learning_ultralytics.py). DETSEG_BENCH_YOLO=0 leaves it out; DETSEG_BENCH_TORCHVISION=0
+# leaves torchvision out (to try detseg variants against an earlier run's peers).
 # detseg's budget includes its start-up and data loading; it stops on SIGTERM (checkpoint, exit).
 #   bash bench/bench_learning.sh [minutes per framework, default 8] [threads, default 2] [--set key=value ...]
 # The --set overrides go to detseg's train and eval only (e.g. --set model.box_loss=l1, to try a
@@ -39,11 +44,25 @@ ckpt=$(ls -1 "$out"/detseg/ckpt-*.dsckpt | sort -V | tail -1)
   --detections "$out/detseg-detections.json" > /dev/null
 
 # torchvision: the same recipe in Python.
-"$python" "$here/bench/peers/learning_torchvision.py" --train "$out/train.json" --test "$out/test.json" \
-  --images "$bccd/JPEGImages" --seconds $((minutes * 60)) --threads "$threads" \
-  --out "$out/torchvision-detections.json" > "$out/torchvision.json"
+peers=(detseg)
+if [[ ${DETSEG_BENCH_TORCHVISION:-1} != 0 ]]; then
+  peers+=(torchvision)
+  "$python" "$here/bench/peers/learning_torchvision.py" --train "$out/train.json" --test "$out/test.json" \
+    --images "$bccd/JPEGImages" --seconds $((minutes * 60)) --threads "$threads" \
+    --out "$out/torchvision-detections.json" > "$out/torchvision.json"
+fi
 
-for who in detseg torchvision; do
+# Ultralytics YOLO11n, where installed.
+if [[ ${DETSEG_BENCH_YOLO:-1} != 0 ]] && "$python" -c "import importlib.util, sys; sys.exit(not importlib.util.find_spec('ultralytics'))"; then
+  OMP_NUM_THREADS=$threads "$python" "$here/bench/peers/learning_ultralytics.py" --train "$out/train.json" \
+    --test "$out/test.json" --images "$bccd/JPEGImages" --seconds $((minutes * 60)) --threads "$threads" \
+    --imgsz 352 --work "$out/yolo" --out "$out/yolo-detections.json" > "$out/yolo.json" 2> "$out/yolo-train.log"
+  peers+=(yolo)
+elif [[ ${DETSEG_BENCH_YOLO:-1} != 0 ]]; then
+  echo "(Ultralytics not in the venv: scripts/setup.sh --ultralytics adds YOLO11n to this comparison)"
+fi
+
+for who in "${peers[@]}"; do
   "$bin" -q coco-eval --gt "$out/test.json" --dt "$out/$who-detections.json" --json "$out/$who-metrics.json" > /dev/null
 done
 "$python" - "$out" "$minutes" <<'PY'
@@ -54,14 +73,24 @@ steps = max(r["step"] for r in rows)
 span = rows[-1]["time"] - rows[0]["time"]
 first = rows[0]["step"]
 d_spp = span / max(steps - first, 1)
-tv = json.load(open(os.path.join(out, "torchvision.json")))
-runs = {"detseg": (steps, d_spp), "torchvision": (tv["steps"], tv["seconds_per_step"])}
-print(f"{'':12s} {'steps':>6s} {'s/step':>7s} {'AP':>6s} {'AP50':>6s}  per class AP/AP50")
+runs = {"detseg": (steps, d_spp)}
+if os.path.exists(os.path.join(out, "torchvision-metrics.json")):
+    tv = json.load(open(os.path.join(out, "torchvision.json")))
+    runs["torchvision"] = (tv["steps"], tv["seconds_per_step"])
+if os.path.exists(os.path.join(out, "yolo-metrics.json")):
+    # The last line: Ultralytics prints its own notes to stdout before it.
+    yolo = json.loads(open(os.path.join(out, "yolo.json")).read().strip().splitlines()[-1])
+    runs["yolo11n"] = (yolo["steps"], yolo["seconds_per_step"])
+print(f"{'':12s} {'steps':>6s} {'s/step':>7s} {'AP':>6s} {'AP50':>6s} {'AP75':>6s}  per class AP/AP50")
 ap = {}
 for who, (n, spp) in runs.items():
-    m = json.load(open(os.path.join(out, f"{who}-metrics.json")))
+    m = json.load(open(os.path.join(out, f"{'yolo' if who == 'yolo11n' else who}-metrics.json")))
     per = "  ".join(f"{c['name']} {c['ap']:.3f}/{c.get('ap50', -1):.3f}" for c in m["per_category"])
-    ap[who] = m["stats"][0]
-    print(f"{who:12s} {n:6d} {spp:7.3f} {m['stats'][0]:6.3f} {m['stats'][1]:6.3f}  {per}")
-print(f"detseg AP - torchvision AP at {minutes:g} min each: {ap['detseg'] - ap['torchvision']:+.3f} (goal >= +0.03)")
+    ap[who] = m["stats"]
+    print(f"{who:12s} {n:6d} {spp:7.3f} {m['stats'][0]:6.3f} {m['stats'][1]:6.3f} {m['stats'][2]:6.3f}  {per}")
+if "torchvision" in ap:
+    print(f"detseg AP - torchvision AP at {minutes:g} min each: {ap['detseg'][0] - ap['torchvision'][0]:+.3f} (goal >= +0.03)")
+if "yolo11n" in ap:
+    print(f"detseg - YOLO11n at {minutes:g} min each: AP {ap['detseg'][0] - ap['yolo11n'][0]:+.3f}, "
+          f"AP75 {ap['detseg'][2] - ap['yolo11n'][2]:+.3f} (goal >= 0)")
 PY

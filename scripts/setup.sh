@@ -5,6 +5,8 @@
 #   scripts/setup.sh --peers    also the peers used only by tests and benchmarks (torchvision,
 #                               pycocotools, faster-coco-eval, onnx, onnxruntime, tensorboard: its
 #                               reader checks our PR-curve summaries), in the same venv
+#   scripts/setup.sh --ultralytics  the peers and Ultralytics (YOLO11, for bench/bench_learning.sh
+#                               only; pip keeps the venv's torch), tests never import it
 #
 # The venv lives outside the clone, one per torch version, so every clone (CI clones afresh each
 # run) reuses it: $DETSEG_VENV, default ~/.cache/detseg/venv-torch-2.11.0. `.venv` in the clone is a
@@ -14,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 torch_version=2.11.0
+ultralytics=ultralytics==8.4.190
 peers=(torchvision==0.26.0 pycocotools==2.0.11 faster-coco-eval==1.8.0 onnx onnxruntime numpy tensorboard==2.21.0)
 
 packages=(
@@ -46,11 +49,15 @@ if ! "$python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] !
   echo "setup: installing torch==$torch_version into $venv (first time only: a ~3-4 GB download with its CUDA libraries)"
   "$python" -m pip install -q --disable-pip-version-check "torch==$torch_version"
 fi
-if [[ "${1:-}" == "--peers" ]]; then
+if [[ "${1:-}" == "--peers" || "${1:-}" == "--ultralytics" ]]; then
   if ! "$python" -c "import torchvision, pycocotools, faster_coco_eval, onnx, onnxruntime, numpy, tensorboard" 2>/dev/null; then
     echo "setup: installing the test and benchmark peers (${peers[*]}) into $venv"
     "$python" -m pip install -q --disable-pip-version-check "torch==$torch_version" "${peers[@]}"
   fi
+fi
+if [[ "${1:-}" == "--ultralytics" ]] && ! "$python" -c "import ultralytics" 2>/dev/null; then
+  echo "setup: installing $ultralytics into $venv"
+  "$python" -m pip install -q --disable-pip-version-check "torch==$torch_version" "$ultralytics"
 fi
 # The clone's handle on the shared venv (git-ignored).
 if [[ "$(readlink .venv 2>/dev/null)" != "$venv" ]]; then
