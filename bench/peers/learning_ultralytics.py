@@ -16,39 +16,30 @@ import json
 import os
 import time
 
+from learning_torchvision import load_coco  # the same boxes as the torchvision side (beside this file)
 
-def write_yolo_split(coco_path, images_dir, work, split, cats):
-    """COCO boxes as YOLO label files (class cx cy w h, normalised) beside links to the images."""
-    with open(coco_path) as f:
-        coco = json.load(f)
+
+def write_yolo_split(coco_path, images_dir, work, split):
+    """COCO boxes as YOLO label files (class cx cy w h, normalised) beside links to the images;
+    boxes clipped and filtered as the torchvision side reads them (its load_coco)."""
+    images, boxes, _ = load_coco(coco_path)
     image_dir = os.path.join(work, "images", split)
     label_dir = os.path.join(work, "labels", split)
     os.makedirs(image_dir, exist_ok=True)
     os.makedirs(label_dir, exist_ok=True)
-    by_image = {img["id"]: [] for img in coco["images"]}
-    for a in coco["annotations"]:
-        if not a.get("iscrowd", 0):
-            by_image[a["image_id"]].append(a)
     paths = []
-    for img in coco["images"]:
+    for img in images:
         w, h = img["width"], img["height"]
         name = os.path.basename(img["file_name"])
         link = os.path.join(image_dir, name)
         if not os.path.exists(link):
             os.symlink(os.path.abspath(os.path.join(images_dir, img["file_name"])), link)
-        lines = []
-        for a in by_image[img["id"]]:
-            # Clipped to the image as detseg's box_policy clip does; degenerate boxes dropped.
-            x, y, bw, bh = a["bbox"]
-            x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + bw, w), min(y + bh, h)
-            if x1 <= x0 or y1 <= y0:
-                continue
-            lines.append(f"{cats.index(a['category_id'])} {(x0 + x1) / 2 / w:.6f} {(y0 + y1) / 2 / h:.6f} "
-                         f"{(x1 - x0) / w:.6f} {(y1 - y0) / h:.6f}")
+        lines = [f"{k} {(x0 + x1) / 2 / w:.6f} {(y0 + y1) / 2 / h:.6f} {(x1 - x0) / w:.6f} {(y1 - y0) / h:.6f}"
+                 for (x0, y0, x1, y1), k in boxes[img["id"]]]
         with open(os.path.join(label_dir, os.path.splitext(name)[0] + ".txt"), "w") as f:
             f.write("\n".join(lines) + ("\n" if lines else ""))
         paths.append((img["id"], link))
-    return coco, paths
+    return paths
 
 
 def main():
@@ -68,8 +59,8 @@ def main():
     with open(args.train) as f:
         categories = sorted(json.load(f)["categories"], key=lambda c: c["id"])
     cats = [c["id"] for c in categories]
-    write_yolo_split(args.train, args.images, args.work, "train", cats)
-    _, test_images = write_yolo_split(args.test, args.images, args.work, "test", cats)
+    write_yolo_split(args.train, args.images, args.work, "train")
+    test_images = write_yolo_split(args.test, args.images, args.work, "test")
     data = os.path.join(args.work, "data.yaml")
     with open(data, "w") as f:
         f.write(f"path: {os.path.abspath(args.work)}\ntrain: images/train\nval: images/test\nnames:\n")

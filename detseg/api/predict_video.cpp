@@ -94,7 +94,8 @@ int64_t predict_video(const PipelineConfig& config, const PredictOptions& option
 
   double fps = source.fps;
   if (!(fps > 0 && fps <= kMaxFps)) {
-    log_warn(options.input, ": states no frame rate; the timestamps", options.draw ? " and " + video_path : "", " take ", kDefaultFps, " frames/s");
+    log_warn(options.input, ": states no frame rate; the timestamps", options.draw ? " and " + video_path : "", " take ",
+             kDefaultFps, " frames/s");
     fps = kDefaultFps;
   }
   const int64_t nth = options.every_nth_frame;
@@ -137,7 +138,8 @@ int64_t predict_video(const PipelineConfig& config, const PredictOptions& option
       std::optional<Frame> frame = predicted.pop();
       if (!frame) break;
       // The first frame's size: a stream may state none before it starts.
-      if (!video && options.draw) video = create_video(video_path, fps / static_cast<double>(nth), frame->bgr.cols, frame->bgr.rows);
+      if (!video && options.draw)
+        video = create_video(video_path, fps / static_cast<double>(nth), frame->bgr.cols, frame->bgr.rows);
       jsonl << frame_line(*frame);
       jsonl.flush();
       DETSEG_CHECK(jsonl.good(), jsonl_path, ": writing failed (disk full?)");
