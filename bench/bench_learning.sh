@@ -9,7 +9,10 @@
 # (bench/peers/learning_ultralytics.py). DETSEG_BENCH_YOLO=0 leaves it out; DETSEG_BENCH_TORCHVISION=0
 # leaves torchvision out (to try detseg variants against an earlier run's peers).
 # detseg's budget includes its start-up and data loading; it stops on SIGTERM (checkpoint, exit).
-#   bash bench/bench_learning.sh [minutes per framework, default 8] [threads, default 2] [--set key=value ...]
+#   bash bench/bench_learning.sh [minutes per framework, default 8] [threads, default 2] [--data SET] [--set key=value ...]
+# --data bccd (default: BCCD's VOC train -> test splits, 205 / 72 images, 3 classes) or
+# coco128-person (a second held-out set nothing was tuned on: COCO128's photos, "person" boxes
+# only, 96 train / 32 test images; bench/data/coco128_person.py, ../shared/data/coco128 or COCO128_DIR).
 # The --set overrides go to detseg's train and eval only (e.g. --set model.box_loss=l1, to try a
 # detseg variant against the same torchvision run).
 # Needs build/detseg (scripts/build.sh), the venv's torchvision (scripts/setup.sh --peers) and
@@ -19,20 +22,35 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 minutes=${1:-8}
 threads=${2:-2}
 shift $(( $# < 2 ? $# : 2 ))
-overrides=("$@")
+dataset=bccd; overrides=()
+while (($#)); do
+  case $1 in
+    --data) dataset=$2; shift 2;;
+    *) overrides+=("$1"); shift;;
+  esac
+done
 bin=${DETSEG_BIN:-$here/build/detseg}
 python=${DETSEG_PYTHON:-$here/.venv/bin/python}
-bccd=${BCCD_DIR:-$here/../shared/data/bccd}/BCCD
 out=$(mktemp -d /tmp/detseg_bench_learning.XXXXXX)
-printf 'RBC\nWBC\nPlatelets\n' > "$out/labels.txt"
-for split in train test; do
-  "$bin" -q convert voc "$bccd" --split $split --label-map "$out/labels.txt" -o "$out/$split.json" > /dev/null
-done
+case $dataset in
+  bccd)
+    images=${BCCD_DIR:-$here/../shared/data/bccd}/BCCD/JPEGImages
+    printf 'RBC\nWBC\nPlatelets\n' > "$out/labels.txt"
+    for split in train test; do
+      "$bin" -q convert voc "$(dirname "$images")" --split $split --label-map "$out/labels.txt" -o "$out/$split.json" > /dev/null
+    done;;
+  coco128-person)
+    coco128=${COCO128_DIR:-$here/../shared/data/coco128}
+    images=$coco128/val2017
+    "$python" "$here/bench/data/coco128_person.py" "$coco128" "$out" > /dev/null
+    overrides=(--set model.num_classes=1 "${overrides[@]}");;
+  *) echo "unknown --data $dataset (bccd, coco128-person)" >&2; exit 2;;
+esac
 config=$here/bench/configs/learning_retinanet_r18_bccd.yaml
-data=(--set "train_input.annotations=$out/train.json" --set "train_input.images=$bccd/JPEGImages"
-      --set "eval_input.annotations=$out/test.json" --set "eval_input.images=$bccd/JPEGImages" "${overrides[@]}")
+data=(--set "train_input.annotations=$out/train.json" --set "train_input.images=$images"
+      --set "eval_input.annotations=$out/test.json" --set "eval_input.images=$images" "${overrides[@]}")
 "$bin" info | grep '^machine'
-echo "equal-time learning: ${minutes} min each, $threads threads, BCCD train -> test; results in $out${overrides:+; detseg ${overrides[*]}}"
+echo "equal-time learning: ${minutes} min each, $threads threads, $dataset train -> test; results in $out${overrides:+; detseg ${overrides[*]}}"
 
 # detseg: trains until the budget's SIGTERM, which writes a checkpoint; then detections on test.
 set +e
@@ -48,14 +66,14 @@ peers=(detseg)
 if [[ ${DETSEG_BENCH_TORCHVISION:-1} != 0 ]]; then
   peers+=(torchvision)
   "$python" "$here/bench/peers/learning_torchvision.py" --train "$out/train.json" --test "$out/test.json" \
-    --images "$bccd/JPEGImages" --seconds $((minutes * 60)) --threads "$threads" \
+    --images "$images" --seconds $((minutes * 60)) --threads "$threads" \
     --out "$out/torchvision-detections.json" > "$out/torchvision.json"
 fi
 
 # Ultralytics YOLO11n, where installed.
 if [[ ${DETSEG_BENCH_YOLO:-1} != 0 ]] && "$python" -c "import importlib.util, sys; sys.exit(not importlib.util.find_spec('ultralytics'))"; then
   OMP_NUM_THREADS=$threads "$python" "$here/bench/peers/learning_ultralytics.py" --train "$out/train.json" \
-    --test "$out/test.json" --images "$bccd/JPEGImages" --seconds $((minutes * 60)) --threads "$threads" \
+    --test "$out/test.json" --images "$images" --seconds $((minutes * 60)) --threads "$threads" \
     --imgsz 352 --work "$out/yolo" --out "$out/yolo-detections.json" > "$out/yolo.json" 2> "$out/yolo-train.log"
   peers+=(yolo)
 elif [[ ${DETSEG_BENCH_YOLO:-1} != 0 ]]; then

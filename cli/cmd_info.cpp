@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "detseg/core/cpu_info.h"
 #include "detseg/core/malloc_reuse.h"
+#include "detseg/core/openmp_wait.h"
 #include "detseg/engine/device.h"
 
 namespace detseg::cli {
@@ -22,14 +23,7 @@ int run_info(const InfoArgs& args) {
   // The kernel sets decide how sums round, so results differ a little between CPUs (docs/cli.md).
   std::printf("machine %s\n", machine_summary().c_str());
   // How OpenMP's threads wait between parallel regions moves every timing (docs/cli.md).
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const char* spin = std::getenv("GOMP_SPINCOUNT");
-  const char* reason = std::getenv("DETSEG_OPENMP_WAIT_REASON");
-  const std::string setting = policy ? std::string("OMP_WAIT_POLICY=") + policy
-                              : spin ? std::string("GOMP_SPINCOUNT=") + spin
-                                     : std::string("libgomp's default");
-  std::printf("openmp waiting %s (%s)\n", setting.c_str(),
-              reason ? reason : (policy || spin) ? "set in the environment" : "nothing set");
+  std::printf("openmp waiting %s\n", openmp_wait_in_effect().c_str());
   std::printf("malloc %s\n", keep_freed_memory_for_reuse().c_str());
   std::printf("cuda %s\n", at::hasCUDA() ? "available" : "not available");
   std::printf("\n%s", at::get_parallel_info().c_str());

@@ -66,9 +66,7 @@ std::string engine_path() {
   // at load time, so it must be in the engine's environment from the start. The user's own
   // OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
   if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
-    double load[1] = {0.0};
-    if (::getloadavg(load, 1) != 1) load[0] = 0.0;
-    const OpenMpWait wait = openmp_wait_for_load(load[0], hardware_threads(), current_threads());
+    const OpenMpWait wait = openmp_wait_for_load(runnable_threads_now(), hardware_threads(), current_threads());
     ::setenv(wait.variable.c_str(), wait.value.c_str(), 0);
     ::setenv("DETSEG_OPENMP_WAIT_REASON", wait.reason.c_str(), 1);  // for `detseg info`
   }

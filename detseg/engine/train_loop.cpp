@@ -18,6 +18,7 @@
 #include "detseg/core/error.h"
 #include "detseg/core/files.h"
 #include "detseg/core/log.h"
+#include "detseg/core/openmp_wait.h"
 #include "detseg/core/progress.h"
 #include "detseg/core/stop_signal.h"
 #include "detseg/dist/data_parallel.h"
@@ -107,6 +108,8 @@ void release_refused_model_dir(ModelDirClaim& claim, const std::string& model_di
 void start_model_dir_log(const PipelineConfig& config, const std::string& model_dir) {
   log_to_file(model_dir + "/train.log");
   append_to_log_file(str("detseg train: ", config.source, " -> ", model_dir));
+  // Every step's time depends on it (detseg/core/openmp_wait.h): a benchmark's log says which.
+  append_to_log_file(str("openmp waiting ", openmp_wait_in_effect()));
   if (int removed = remove_stale_temp_files(model_dir))
     log_debug("removed ", removed, " temporary files left by a killed run in ", model_dir);
 }

@@ -3,6 +3,9 @@
 
 #include <torch/nn/module.h>
 #include <torch/optim.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_norm.h>
+#include <ATen/ops/linalg_vector_norm.h>
 
 #include <cmath>
 #include <regex>
@@ -150,17 +153,16 @@ torch::Tensor clip_gradients_by_global_norm_async(const std::vector<torch::Tenso
   if (grads.empty())  // on the parameters' device, as a computed norm would be
     return torch::zeros({}, params.empty() ? torch::TensorOptions(torch::kDouble)
                                            : params.front().options().dtype(torch::kDouble));
-  std::vector<torch::Tensor> squares;
-  squares.reserve(grads.size());
-  for (const auto& g : grads) squares.push_back(g.to(torch::kDouble).pow(2).sum());
-  torch::Tensor norm = torch::stack(squares).sum().sqrt();
+  // One pass over each gradient, accumulated in its own precision (torch.nn.utils.clip_grad_norm_
+  // does the same). A double copy of every gradient cost ~3 % of the R18 demo-size step.
+  const torch::Tensor norm = at::linalg_vector_norm(at::stack(at::_foreach_norm(grads, 2)), 2);
   if (max_norm > 0) {
     // factor = max_norm / norm when the norm is finite and above the cap, else 1.
     const torch::Tensor clip = norm.isfinite().logical_and(norm > max_norm);
     const torch::Tensor factor = torch::where(clip, max_norm / norm, torch::ones_like(norm));
-    for (auto& g : grads) g.mul_(factor);
+    at::_foreach_mul_(grads, factor);
   }
-  return norm;
+  return norm.to(torch::kDouble);
 }
 
 double clip_gradients_by_global_norm(const std::vector<torch::Tensor>& params, double max_norm) {

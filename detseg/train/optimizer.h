@@ -70,7 +70,8 @@ TrainOptimizer build_optimizer(const ParameterSelection& params, const Optimizer
 // A zero scalar when nothing is selected or the decay is 0.
 torch::Tensor l2_regularization_loss(const ParameterSelection& params, double weight_decay);
 
-// Global L2 norm of all gradients (missing gradients count as 0), computed in double precision.
+// Global L2 norm of all gradients (missing gradients count as 0): each gradient's norm in its own
+// precision, then the norm of those (torch.nn.utils.clip_grad_norm_'s way), returned as double.
 // When max_norm > 0 and the norm exceeds it, gradients are scaled by max_norm / norm
 // (tf.clip_by_global_norm). Returns the norm before clipping; a NaN/Inf norm leaves them as is.
 double clip_gradients_by_global_norm(const std::vector<torch::Tensor>& params, double max_norm);
