@@ -35,10 +35,7 @@ out=$(mktemp -d /tmp/detseg_bench_learning.XXXXXX)
 case $dataset in
   bccd)
     images=${BCCD_DIR:-$here/../shared/data/bccd}/BCCD/JPEGImages
-    printf 'RBC\nWBC\nPlatelets\n' > "$out/labels.txt"
-    for split in train test; do
-      "$bin" -q convert voc "$(dirname "$images")" --split $split --label-map "$out/labels.txt" -o "$out/$split.json" > /dev/null
-    done;;
+    bash "$here/bench/data/bccd_to_coco.sh" "$bin" "$(dirname "$images")" "$out";;
   coco128-person)
     coco128=${COCO128_DIR:-$here/../shared/data/coco128}
     images=$coco128/val2017

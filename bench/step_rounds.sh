@@ -15,10 +15,7 @@ bin=${DETSEG_BIN:-$here/build/detseg}
 python=${DETSEG_PYTHON:-$here/.venv/bin/python}
 images=${BCCD_DIR:-$here/../shared/data/bccd}/BCCD/JPEGImages
 out=$(mktemp -d /tmp/detseg_step_rounds.XXXXXX)
-printf 'RBC\nWBC\nPlatelets\n' > "$out/labels.txt"
-for split in train test; do
-  "$bin" -q convert voc "$(dirname "$images")" --split $split --label-map "$out/labels.txt" -o "$out/$split.json" > /dev/null
-done
+bash "$here/bench/data/bccd_to_coco.sh" "$bin" "$(dirname "$images")" "$out"
 "$bin" info | grep '^machine'
 echo "runs in $out"
 for ((round = 1; round <= rounds; ++round)); do

@@ -11,8 +11,9 @@ namespace detseg {
 
 OpenMpWait openmp_wait_for_load(double load, int cpus, int threads) {
   char reason[128];
-  std::snprintf(reason, sizeof reason, "chosen from the load at start: %.2f other runnable threads, %d CPUs, %d threads",
-                load, cpus, threads);
+  std::snprintf(reason, sizeof reason,
+                "chosen from the load at start: %.2f other runnable threads, %d CPUs, %d threads", load, cpus,
+                threads);
   // Half a CPU of slack: a shell or an editor wakes now and then.
   if (load + threads <= cpus + 0.5) return {"GOMP_SPINCOUNT", "10000", reason};
   return {"OMP_WAIT_POLICY", "passive", reason};

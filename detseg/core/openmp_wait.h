@@ -14,7 +14,8 @@ namespace detseg {
 struct OpenMpWait {
   std::string variable;  // the libgomp environment variable to set: GOMP_SPINCOUNT or OMP_WAIT_POLICY
   std::string value;
-  std::string reason;    // for `detseg info`: "chosen from the load at start: 0.12, 2 CPUs, 2 threads"
+  std::string reason;    // for `detseg info`: "chosen from the load at start: 0.20 other
+                         // runnable threads, 2 CPUs, 2 threads"
 };
 
 // load: the threads other jobs keep busy when the run starts (runnable_threads_now); cpus:
@@ -25,8 +26,8 @@ OpenMpWait openmp_wait_for_load(double load, int cpus, int threads);
 // Other processes' runnable threads now: /proc/stat's procs_running (which counts the reader
 // itself) averaged over five samples 5 ms apart. The 1-minute load average would remember a job
 // that has just ended: after a 2-thread job it takes ~80 s to fall below half a CPU, and a
-// benchmark started in that time ran its threads passive on an idle machine. Falls back to the
-// 1-minute average where /proc/stat cannot be read.
+// benchmark started in that time would run its threads passive on an idle machine. Falls back to
+// the 1-minute average where /proc/stat cannot be read.
 double runnable_threads_now();
 
 // "GOMP_SPINCOUNT=10000 (chosen from the load at start: ...)": the waiting this process runs
