@@ -7,7 +7,9 @@
 #   bash bench/step_rounds.sh ROUNDS VARIANT...
 # VARIANT: torchvision, or NAME[:VAR=VALUE,VAR=VALUE...] (environment for that detseg run), e.g.
 #   bash bench/step_rounds.sh 3 cl:GOMP_SPINCOUNT=10000 nchw:GOMP_SPINCOUNT=10000,DETSEG_CHANNELS_LAST=0 torchvision
-# (DETSEG_ENGINE=/path/to/another/detseg-engine in a variant times another build.)
+# (DETSEG_ENGINE=/path/to/another/detseg-engine in a variant times another build; CONFIG=FILE trains
+# that config instead of the bench's, e.g. one with `_base_: learning_retinanet_r18_bccd.yaml` and
+# another train_input.augment list, as bench/configs/learning_retinanet_r18_bccd_mosaic.yaml.)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 rounds=$1; shift
@@ -26,10 +28,13 @@ for ((round = 1; round <= rounds; ++round)); do
       "$python" -c "import json, sys; print(f'round $round torchvision {json.load(open(sys.argv[1]))[\"seconds_per_step\"]:.4f}')" "$out/tv.json"
       continue
     fi
-    name=${variant%%:*}; env_list=()
+    name=${variant%%:*}; env_list=(); config=$here/bench/configs/learning_retinanet_r18_bccd.yaml
     [[ $variant == *:* ]] && IFS=, read -r -a env_list <<< "${variant#*:}"
+    for i in "${!env_list[@]}"; do
+      [[ ${env_list[$i]} == CONFIG=* ]] && { config=${env_list[$i]#CONFIG=}; unset 'env_list[i]'; }
+    done
     run=$out/$name-$round
-    env "${env_list[@]}" "$bin" --threads 2 -q train --config "$here/bench/configs/learning_retinanet_r18_bccd.yaml" \
+    env "${env_list[@]}" "$bin" --threads 2 -q train --config "$config" \
       --set "train_input.annotations=$out/train.json" --set "train_input.images=$images" \
       --set "eval_input.annotations=$out/test.json" --set "eval_input.images=$images" --set eval_input.max_images=4 \
       --set train.num_steps=60 --set eval.every_steps=0 --set train.log_every=20 --set train.checkpoint_every=100000 \

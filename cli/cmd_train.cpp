@@ -45,7 +45,12 @@ int run_train(const TrainArgs& args) {
     print_output(str("trained to step ", result.step, ", loss ", fixed4(result.last_loss), " (first step of this run ",
                      fixed4(result.first_loss), "), checkpoint ", result.last_checkpoint, "\n"));
   if (!evaluation_sets(config).empty() && !result.last_checkpoint.empty()) {
-    const std::vector<EvalReport> evals = evaluate_checkpoint_on_sets(config, result.last_checkpoint, result.group.get());
+    // The loop's evaluation of the last step scored these same weights (EMA averages swapped in,
+    // as the checkpoint holds them); without one, the final checkpoint is evaluated here.
+    const std::vector<EvalReport> evals =
+        !result.final_evaluations.empty()
+            ? result.final_evaluations
+            : evaluate_checkpoint_on_sets(config, result.last_checkpoint, result.group.get());
     if (!evals[0].main_process) return 0;
     print_output(str("evaluation of step ", evals[0].step, ":\n", eval_reports_text(evals)));
     for (const EvalReport& eval : evals) {

@@ -67,6 +67,11 @@ def main():
     p.add_argument("--fpn", type=int, default=64)
     p.add_argument("--anchor-scale", type=float, default=3.0)
     p.add_argument("--seed", type=int, default=1)
+    # Op-level profile of steps W+1..W+N (torch.profiler), for detseg's train.profile to set beside:
+    # the table by self CPU time goes to --profile-out.
+    p.add_argument("--profile-steps", type=int, default=0)
+    p.add_argument("--profile-warmup", type=int, default=10)
+    p.add_argument("--profile-out", default="")
     a = p.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -103,8 +108,13 @@ def main():
 
     model.train()
     order, step, last_loss = [], 0, float("nan")
+    profiler = None
+    phase = torch.profiler.record_function
     start = time.perf_counter()
     while time.perf_counter() - start < a.seconds:
+        if a.profile_steps > 0 and step == a.profile_warmup:
+            profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            profiler.__enter__()
         if len(order) < a.batch:
             extra = list(range(len(images)))
             random.shuffle(extra)
@@ -114,15 +124,26 @@ def main():
         warm = min(1.0, step / a.warmup_steps) if a.warmup_steps > 0 else 1.0
         for g in opt.param_groups:
             g["lr"] = a.lr * (a.warmup_init / a.lr * (1 - warm) + warm)
-        losses = model([x for x, _ in batch], [t for _, t in batch])
-        loss = sum(losses.values())
-        opt.zero_grad()
-        loss.backward()
-        if a.clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, a.clip)
-        opt.step()
+        with phase("peer::forward_and_losses"):
+            losses = model([x for x, _ in batch], [t for _, t in batch])
+            loss = sum(losses.values())
+        with phase("peer::zero_grad"):
+            opt.zero_grad()
+        with phase("peer::backward"):
+            loss.backward()
+        with phase("peer::clip_and_update"):
+            if a.clip > 0:
+                torch.nn.utils.clip_grad_norm_(params, a.clip)
+            opt.step()
         step += 1
         last_loss = loss.detach().item()
+        if profiler is not None and step == a.profile_warmup + a.profile_steps:
+            profiler.__exit__(None, None, None)
+            table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=45, max_name_column_width=60)
+            with open(a.profile_out or a.out + ".profile.txt", "w") as f:
+                f.write(f"profile of steps {a.profile_warmup + 1}-{step} (torch.profiler, CPU; times are totals "
+                        f"over the {a.profile_steps} steps)\n{table}\n")
+            profiler = None
     seconds = time.perf_counter() - start
 
     test_images, _, test_cats = load_coco(a.test)

@@ -385,6 +385,13 @@ void visit_distributed(V& v, DistributedConfig& c) {
 }
 
 template <class V>
+void visit_profile(V& v, ProfileConfig& c) {
+  v.field("steps", c.steps, range(0, 100000),
+          "Profile this many steps: op table and Chrome trace into model_dir/profile/ (0: off)");
+  v.field("warmup", c.warmup, range(0), "Steps of this run (resumed or not) before the profiled ones");
+}
+
+template <class V>
 void visit_train(V& v, TrainConfig& c) {
   v.field("batch_size", c.batch_size, range(1, 4096), "Images per step (per process)");
   v.field("num_steps", c.num_steps, range(1), "Training steps");
@@ -406,6 +413,7 @@ void visit_train(V& v, TrainConfig& c) {
           "Forward pass under autocast in bf16 or fp16 (losses stay fp32); fp16 adds a dynamic loss scaler");
   v.section("fine_tune", [&] { visit_fine_tune(v, c.fine_tune); });
   v.section("distributed", [&] { visit_distributed(v, c.distributed); });
+  v.section("profile", [&] { visit_profile(v, c.profile); });
 }
 
 template <class V>

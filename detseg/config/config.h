@@ -171,6 +171,12 @@ struct DistributedConfig {
   std::string backend = "auto";       // auto | gloo | nccl: the backend of CUDA tensors (CPU ones: gloo)
 };
 
+// train.profile: the op-level profile of a few steps (engine/step_profiler.h).
+struct ProfileConfig {
+  int64_t steps = 0;    // steps profiled (0: off)
+  int64_t warmup = 10;  // steps of this run (resumed or not) before them
+};
+
 struct TrainConfig {
   int64_t batch_size = 2;
   int64_t num_steps = 1000;
@@ -188,6 +194,7 @@ struct TrainConfig {
   std::string mixed_precision = "none";
   FineTuneOptions fine_tune;          // train.fine_tune.*
   DistributedConfig distributed;      // multi-process training (see docs/distributed.md)
+  ProfileConfig profile;              // train.profile.*
 };
 
 struct EvalConfig {

@@ -29,6 +29,7 @@
 #include "detseg/engine/inputs.h"
 #include "detseg/engine/memory.h"
 #include "detseg/engine/step_health.h"
+#include "detseg/engine/step_profiler.h"
 #include "detseg/hub/weights_cache.h"
 #include "detseg/io/metrics_jsonl.h"
 #include "detseg/io/tfevents.h"
@@ -262,9 +263,11 @@ Loader make_train_loader(const PipelineConfig& config, const InputData& data, co
 // eval.every_steps: evaluates the current weights (the EMA averages when EMA is on, as `detseg
 // eval` of that step's checkpoint would) on every evaluation set into model_dir/eval/, sharded over
 // the ranks. The RNG state is put back so the evaluation does not change the training that follows.
-// Empty when periodic evaluation is off.
-std::function<void(int64_t)> periodic_evaluation(const PipelineConfig& config, const std::string& model_dir,
-                                                 Trainee& trainee, dist::DataParallel& dp) {
+// The last step's evaluation is per class, as the final one, and is returned for `detseg train` to
+// report. Empty when periodic evaluation is off.
+std::function<std::vector<EvalReport>(int64_t)> periodic_evaluation(const PipelineConfig& config,
+                                                                    const std::string& model_dir, Trainee& trainee,
+                                                                    dist::DataParallel& dp) {
   if (config.eval.every_steps <= 0 || evaluation_sets(config).empty()) return {};
   std::shared_ptr<EvalRecorder> recorder;
   if (dp.is_main()) recorder = std::make_shared<EvalRecorder>(model_dir + "/eval");
@@ -273,11 +276,12 @@ std::function<void(int64_t)> periodic_evaluation(const PipelineConfig& config, c
     std::vector<EvalReport> evaluations;
     {
       EmaScope averages(trainee.ema.get(), *trainee.model);
-      evaluations = evaluate_model_on_sets(config, *trainee.model, at_step, dp.group(), /*per_class=*/false);
+      const bool last = at_step == config.train.num_steps;
+      evaluations = evaluate_model_on_sets(config, *trainee.model, at_step, dp.group(), /*per_class=*/last);
     }
     trainee.model->train();
     restore_rng_states(rng);
-    if (!recorder) return;
+    if (!recorder) return evaluations;
     std::string headline;
     for (const EvalReport& evaluation : evaluations) {
       recorder->write(evaluation);
@@ -286,6 +290,7 @@ std::function<void(int64_t)> periodic_evaluation(const PipelineConfig& config, c
         headline += str(" ", prefix, evaluation.scalars[i].first, " ", evaluation.scalars[i].second);
     }
     log_info("evaluation at step ", at_step, ":", headline);
+    return evaluations;
   };
 }
 
@@ -308,20 +313,34 @@ StepOutcome optimisation_step(Trainee& trainee, const Batch& batch, int64_t step
   StepOutcome out;
   out.lr = learning_rate_at(trainee.schedule, step);
   trainee.optimizer.set_learning_rate(out.lr);
-  trainee.optimizer.optimizer->zero_grad();
+  {
+    DETSEG_PROFILE_SCOPE("detseg::zero_grad");
+    trainee.optimizer.optimizer->zero_grad();
+  }
   trainee.model->set_step(step);
   {
+    DETSEG_PROFILE_SCOPE("detseg::forward_and_losses");
     AutocastScope autocast(batch.images.device(), t.mixed_precision);
     out.losses = trainee.model->losses(batch);
   }
-  out.l2 = l2_regularization_loss(trainee.params, trainee.opt_options.l2_weight);
-  out.total = out.losses.total + out.l2;
+  {
+    DETSEG_PROFILE_SCOPE("detseg::l2");
+    out.l2 = l2_regularization_loss(trainee.params, trainee.opt_options.l2_weight);
+    out.total = out.losses.total + out.l2;
+  }
   if (injected_nan_loss(step + 1, dp.rank())) out.total = out.total * std::nan("");
   LossScaler* scaler = trainee.scaler.get();
   const std::vector<at::Tensor> params = trainee.params.tensors();
-  const at::Tensor seed = at::where(out.total.detach().isfinite(), 1.0, std::nan("")).to(out.total.dtype());
-  (scaler ? scaler->scale(out.total) : out.total).backward(seed);
-  dp.average_gradients();
+  {
+    DETSEG_PROFILE_SCOPE("detseg::backward");
+    const at::Tensor seed = at::where(out.total.detach().isfinite(), 1.0, std::nan("")).to(out.total.dtype());
+    (scaler ? scaler->scale(out.total) : out.total).backward(seed);
+  }
+  {
+    DETSEG_PROFILE_SCOPE("detseg::all_reduce");
+    dp.average_gradients();
+  }
+  DETSEG_PROFILE_SCOPE("detseg::clip_and_update");
   const at::Tensor found_inf = scaler ? scaler->unscale_gradients(params) : at::Tensor();
   out.grad_norm = clip_gradients_by_global_norm_async(params, trainee.opt_options.clip_gradients_norm);
   out.skipped = out.grad_norm.isfinite().logical_not().to(at::kFloat);
@@ -459,7 +478,7 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   }
   dp.synchronise_batch_norm(*trainee.model);
   dp.attach(trainee.params.tensors());
-  const std::function<void(int64_t)> periodic_eval = periodic_evaluation(config, model_dir, trainee, dp);
+  const std::function<std::vector<EvalReport>(int64_t)> periodic_eval = periodic_evaluation(config, model_dir, trainee, dp);
   Progress progress("step", step, t.num_steps, "steps/s");
   log_info("training ", config.model.type, " on ", device.str(),
            t.mixed_precision == "none" ? std::string() : " (" + t.mixed_precision + " mixed precision)", " for ",
@@ -476,13 +495,22 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
   bool first = true;
   auto last_log_time = std::chrono::steady_clock::now();
   int64_t last_log_step = step;
+  StepProfiler profiler(t.profile, step, model_dir, dp.is_main(), device.is_cuda());
   while (step < t.num_steps) {
+    profiler.before_step(step);
     Batch batch;
-    DETSEG_CHECK(loader.next(batch), "training loader ended unexpectedly");
+    {
+      DETSEG_PROFILE_SCOPE("detseg::wait_for_batch");
+      DETSEG_CHECK(loader.next(batch), "training loader ended unexpectedly");
+    }
     const StepOutcome s = optimisation_step(trainee, to_device(batch, device), step, t, dp);
     ++step;
-    if (trainee.ema) trainee.ema->update(*trainee.model, step);
+    if (trainee.ema) {
+      DETSEG_PROFILE_SCOPE("detseg::ema");
+      trainee.ema->update(*trainee.model, step);
+    }
     health.record(step, s.total, s.grad_norm, s.l2, s.losses.parts, s.skipped);
+    profiler.after_step(step);
 
     const bool log_now = step % t.log_every == 0 || step == t.num_steps;
     const bool save_due = checkpoints.due(step) || step == t.num_steps;
@@ -534,7 +562,8 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
     }
     if (eval_due) {
       try {
-        periodic_eval(step);
+        std::vector<EvalReport> evaluations = periodic_eval(step);
+        if (step == t.num_steps) result.final_evaluations = std::move(evaluations);
       } catch (const Interrupted& stop) {
         // Stopped during the evaluation: the step's weights are still worth keeping.
         if (!checkpoints.due(step) && step != t.num_steps && dp.is_main()) result.last_checkpoint = save(step);

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "detseg/config/config.h"
+#include "detseg/engine/evaluate.h"
 
 namespace detseg {
 namespace dist {
@@ -21,6 +23,9 @@ struct TrainResult {
   double first_loss = 0;        // total loss of the first step run in this process
   bool main_process = true;     // rank 0 of a data-parallel run (the one that writes)
   std::shared_ptr<dist::ProcessGroup> group;  // data-parallel runs: for the sharded final evaluation
+  // The periodic evaluation of the last step (eval.every_steps divides train.num_steps), per class:
+  // the final weights' scores, so `detseg train` reports these instead of evaluating them twice.
+  std::vector<EvalReport> final_evaluations;
 };
 
 // Trains the model config.model.type names, detector or segmenter, on config.train_input.

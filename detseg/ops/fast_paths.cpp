@@ -23,6 +23,7 @@ FastPathOptions& current() {
     FastPathOptions o;
     o.mkldnn_inference = at::hasMKLDNN() && !env_off("DETSEG_MKLDNN_INFERENCE");
     o.channels_last_weights = !env_off("DETSEG_CHANNELS_LAST");
+    o.group_norm_plain = !env_off("DETSEG_GROUP_NORM_PLAIN");
     return o;
   }();
   return options;
@@ -65,6 +66,12 @@ at::Tensor to_fast_layout(const at::Tensor& x, bool training) {
 at::Tensor to_plain_layout(const at::Tensor& x) { return x.is_mkldnn() ? x.to_dense() : x; }
 
 bool in_fast_layout(const at::Tensor& x) { return x.is_mkldnn(); }
+
+at::Tensor group_norm_input(const at::Tensor& x) {
+  const bool plain = fast_paths().group_norm_plain && x.device().is_cpu() && x.layout() == at::kStrided &&
+                     !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast);
+  return plain ? x.contiguous() : x;
+}
 
 at::Tensor global_average_pool(const at::Tensor& x) {
   // The blocked layout has no mean kernel; its average pooling is one, and the 1x1 map is tiny.

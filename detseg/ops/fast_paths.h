@@ -19,6 +19,10 @@ struct FastPathOptions {
   // forward and backward, in NHWC, without reordering activations around each call. Depthwise
   // convs gain most (EfficientDet, MobileNetV2: docs/benchmarks.md).
   bool channels_last_weights = true;
+  // GroupNorm of a channels-last CPU activation run on a plain (NCHW) copy: ATen 2.11's channels-last
+  // GroupNorm kernels took 42 ms a step of the demo RetinaNet's GroupNorm head where the plain ones
+  // take about 4 (train.profile; docs/benchmarks.md). DETSEG_GROUP_NORM_PLAIN=0 turns it off.
+  bool group_norm_plain = true;
 };
 
 // The options in force: the environment's at first use, or the last set_fast_paths().
@@ -41,6 +45,9 @@ at::Tensor to_fast_layout(const at::Tensor& x, bool training);
 // Where it ends, or before an op without a blocked kernel (cat, upsampling, GroupNorm): x in the
 // plain strided layout; a plain x is returned as is.
 at::Tensor to_plain_layout(const at::Tensor& x);
+// GroupNorm's input: x in the plain layout when fast_paths().group_norm_plain and x is a
+// channels-last CPU tensor, else x.
+at::Tensor group_norm_input(const at::Tensor& x);
 // Whether x is in the blocked layout (the conv layers then use packed_conv.h).
 bool in_fast_layout(const at::Tensor& x);
 // The mean over H and W of x [N, C, H, W] in either layout, as a plain [N, C, 1, 1].

@@ -6,6 +6,10 @@
 #include <ATen/ops/_fused_adam.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
 #include <torch/optim.h>
 
 #include "detseg/core/error.h"
@@ -20,6 +24,27 @@ namespace optim = torch::optim;
 // (a channels-last weight may get a contiguous gradient, or contiguous state from a checkpoint).
 at::Tensor like_param(const at::Tensor& t, const at::Tensor& p) {
   return t.strides() == p.strides() ? t : at::empty_like(p).copy_(t);
+}
+
+// ATen's fused CPU kernels clone a gradient that is not contiguous (2.11's Adam then walks the
+// original's raw memory anyway): one copy of every channels-last weight's gradient a step. Seen
+// through the permutation that makes it contiguous (a channels-last [O, I, kh, kw] weight as
+// [O, kh, kw, I]), the same memory goes through without the copy; a parameter, its gradient and its
+// state share strides (like_param), so the same permutation pairs the same elements.
+at::Tensor as_contiguous_view(const at::Tensor& t) {
+  if (t.is_contiguous() || !t.is_non_overlapping_and_dense()) return t;
+  std::vector<int64_t> order(static_cast<size_t>(t.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  at::Tensor view = t.permute(order);
+  return view.is_contiguous() ? view : t;
+}
+
+std::vector<at::Tensor> as_contiguous_views(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> views;
+  views.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) views.push_back(as_contiguous_view(t));
+  return views;
 }
 
 // The parameter's state in the optimizer, created by `init` on its first update as torch::optim
@@ -61,12 +86,14 @@ void adam_group(optim::Optimizer& optimizer, optim::OptimizerParamGroup& group, 
     exp_avg_sqs.push_back(s.exp_avg_sq());
   }
   const auto [beta1, beta2] = o.betas();
+  const auto p = as_contiguous_views(params), g = as_contiguous_views(grads), m = as_contiguous_views(exp_avgs),
+             v = as_contiguous_views(exp_avg_sqs);
   if (decoupled)
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), beta1, beta2, o.weight_decay(), o.eps(),
-                      false, false, std::nullopt, skip);
+    at::_fused_adamw_(p, g, m, v, {}, steps, o.lr(), beta1, beta2, o.weight_decay(), o.eps(), false, false,
+                      std::nullopt, skip);
   else
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), beta1, beta2, o.weight_decay(), o.eps(),
-                     false, false, std::nullopt, skip);
+    at::_fused_adam_(p, g, m, v, {}, steps, o.lr(), beta1, beta2, o.weight_decay(), o.eps(), false, false,
+                     std::nullopt, skip);
 }
 
 // torch::optim::RMSprop's update (not centered), each new value kept only where `skip` is 0.
@@ -150,7 +177,8 @@ void TrainOptimizer::step(const torch::Tensor& skip) {
           s.momentum_buffer(like_param(s.momentum_buffer(), p));
           buffers.push_back(s.momentum_buffer());
         }
-      at::_fused_sgd_(params, grads, buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(), false,
+      at::_fused_sgd_(as_contiguous_views(params), as_contiguous_views(grads), as_contiguous_views(buffers),
+                      o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(), false,
                       false, std::nullopt, skip);
     } else if (type == "adam") {
       adam_group<optim::AdamParamState, optim::AdamOptions>(*optimizer, group, params, grads, steps, skip, false);

@@ -21,6 +21,7 @@
 #include "detseg/data/readers/coco.h"
 #include "detseg/engine/evaluate.h"
 #include "detseg/engine/inputs.h"
+#include "detseg/engine/step_profiler.h"
 #include "detseg/engine/train_loop.h"
 #include "detseg/eval/voc_ap.h"
 #include "detseg/models/build.h"
@@ -606,4 +607,75 @@ TEST(Engine, KeepAspectResizerPadsEachBatchToAMultipleOf32) {
     EXPECT_EQ(report.num_images, 2);
     EXPECT_GE(report.scalars.size(), 12u) << report.text;
   }
+}
+
+// train.profile's table from hand-made events (times in ns, 2 steps): a copy inside a clone inside
+// a contiguous inside ConvolutionBackward0's node inside the backward phase, a convolution backward
+// beside it, and a loader thread's decode.
+TEST(StepProfiler, SelfTimesPhasesAndCallersFromNestedEvents) {
+  const std::vector<detseg::ProfiledEvent> events = {
+      {"detseg::backward", 1, 0, 1000000},
+      {"autograd::engine::evaluate_function: ConvolutionBackward0", 1, 100000, 940000},
+      {"aten::contiguous", 1, 200000, 600000},
+      {"aten::clone", 1, 250000, 550000},
+      {"aten::copy_", 1, 300000, 500000},
+      {"aten::convolution_backward", 1, 600000, 840000},
+      {"aten::decode", 2, 0, 5000000},
+  };
+  const std::string table = detseg::profile_table(events, 1, 2, 10);
+  auto line_of = [&](const std::string& start) {
+    for (size_t at = 0; (at = table.find('\n' + start, at)) != std::string::npos; ++at) {
+      const size_t end = table.find('\n', at + 1);
+      const std::string line = table.substr(at + 1, end - at - 1);
+      if (line.find("ms/step") == std::string::npos) return line;
+    }
+    return std::string();
+  };
+  // 1 ms of events on the training thread over 2 steps; the decode is the other thread's 5 ms.
+  EXPECT_NE(table.find("training thread: 0.5 ms (other threads' events: 2.5 ms)"), std::string::npos) << table;
+  // The phase's inclusive time (its line in the phase table, which comes first): the whole step.
+  const std::string phase = line_of("detseg::backward");
+  EXPECT_NE(phase.find(" 0.50 "), std::string::npos) << table;
+  EXPECT_NE(phase.find(" 100.0 %"), std::string::npos) << table;
+  // Self times: the copy 0.2 ms (0.10 a step, 20 %), called through clone < contiguous in the node.
+  const std::string copy = line_of("aten::copy_");
+  EXPECT_NE(copy.find(" 0.5 "), std::string::npos) << copy;  // one call in two steps
+  EXPECT_NE(copy.find("0.10 "), std::string::npos) << copy;
+  EXPECT_NE(copy.find("20.0 %"), std::string::npos) << copy;
+  EXPECT_NE(copy.find("aten::clone < aten::contiguous [autograd::engine::evaluate_function: ConvolutionBackward0] 100 %"),
+            std::string::npos)
+      << copy;
+  // The clone's self time is its 0.3 ms less the copy; the node's 0.84 ms less its two children's
+  // 0.64; the phase's 1 ms less the node's 0.84 (host time between ops).
+  EXPECT_NE(line_of("aten::clone").find(" 0.05 "), std::string::npos) << table;
+  EXPECT_NE(line_of("autograd::engine::evaluate_function: ConvolutionBackward0").find(" 0.10 "), std::string::npos)
+      << table;
+  const size_t ops_table = table.find("op (by self time)");
+  EXPECT_NE(table.find("\ndetseg::backward ", ops_table), std::string::npos) << table;
+  EXPECT_NE(table.substr(table.find("\ndetseg::backward ", ops_table), 80).find(" 0.08 "), std::string::npos) << table;
+  const std::string conv = line_of("aten::convolution_backward");
+  EXPECT_NE(conv.find(" 0.12 "), std::string::npos) << conv;
+  EXPECT_NE(conv.find("24.0 %"), std::string::npos) << conv;
+  EXPECT_NE(conv.find("[autograd::engine::evaluate_function: ConvolutionBackward0] 100 %"), std::string::npos) << conv;
+  // The largest self time comes first.
+  EXPECT_LT(table.find("\naten::convolution_backward"), table.find("\naten::copy_")) << table;
+}
+
+// train.profile.steps: the profiled steps' op table and Chrome trace land in model_dir/profile/.
+TEST(StepProfiler, TrainingWritesTheTableAndTraceOfTheProfiledSteps) {
+  const fs::path dir = workdir() / "profiled";
+  fs::remove_all(dir);
+  detseg::train_model(make_config({"train.profile.steps=2", "train.profile.warmup=1", "train.checkpoint_every=100"}),
+                      dir.string());
+  const std::string table = read_text(dir / "profile" / "steps-2-3-ops.txt");
+  EXPECT_EQ(table.rfind("profile of steps 2-3\n", 0), 0u) << table;
+  for (const char* phase : {"detseg::wait_for_batch", "detseg::forward_and_losses", "detseg::network",
+                            "detseg::targets_and_loss", "detseg::backward", "detseg::clip_and_update"})
+    EXPECT_NE(table.find("\n" + std::string(phase) + " "), std::string::npos) << phase << "\n" << table;
+  EXPECT_NE(table.find("aten::"), std::string::npos) << table;
+  const nlohmann::json trace = nlohmann::json::parse(read_text(dir / "profile" / "steps-2-3.trace.json"));
+  ASSERT_TRUE(trace.contains("traceEvents")) << trace.dump().substr(0, 300);
+  bool saw_backward = false;
+  for (const auto& e : trace["traceEvents"]) saw_backward |= e.value("name", "") == "detseg::backward";
+  EXPECT_TRUE(saw_backward);
 }

@@ -81,6 +81,11 @@ TEST(EvalPicturesCli, TrainAndEvalWriteThePicturesWithThePrintedNumbers) {
   for (const char* name : {"pr_curves_iou50.png", "pr_curves_iou50-95.png", "pr_curves.json", "confusion_matrix.png",
                            "confusion_matrix.json", "ap_by_size.png", "ap_by_size.json", "gallery.json"})
     EXPECT_TRUE(fs::exists(pictures / name)) << name << "\n" << r.output;
+  // The final weights are evaluated once: the loop's evaluation of the last step is per class and
+  // is the final report, so eval/eval-2.json and eval-final.json hold the same report.
+  const nlohmann::json final_report = read_json(model / "eval-final.json");
+  EXPECT_TRUE(final_report.contains("per_category_ap")) << final_report.dump();
+  EXPECT_EQ(read_json(model / "eval" / "eval-2.json"), final_report);
   // TensorBoard: one PR curve per class next to the scalars.
   const std::string events = events_text(model / "eval");
   for (const char* tag : {"pr_iou50/RBC", "pr_iou50/WBC", "pr_iou50/Platelets", "pr_curves"})
@@ -96,6 +101,9 @@ TEST(EvalPicturesCli, TrainAndEvalWriteThePicturesWithThePrintedNumbers) {
       << r.output;
   EXPECT_NE(r.output.find("AP by object size"), std::string::npos) << r.output;
   const nlohmann::json printed = read_json(json_path);
+  // ...and it equals `detseg eval` of the final checkpoint.
+  for (size_t i = 0; i < 12; ++i)
+    EXPECT_NEAR(final_report["stats"][i].get<double>(), printed["stats"][i].get<double>(), 1e-9) << i;
   const nlohmann::json curves = read_json(pictures / "pr_curves.json");
   ASSERT_EQ(curves["classes"].size(), 3u);
   for (const auto& c : curves["classes"]) {

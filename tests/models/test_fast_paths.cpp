@@ -204,3 +204,54 @@ TEST(FastPaths, ChannelsLastWeightsKeepDeepLabMobileNetsLossAndGradients) {
   }
   EXPECT_GT(compared, 50);
 }
+
+// The GroupNorm head on channels-last weights: with group_norm_plain its GroupNorms run on a plain
+// copy of their channels-last input (ATen's channels-last GroupNorm is ~10x slower); the loss, every
+// gradient and the head's output layout downstream are those of the channels-last kernels.
+TEST(FastPaths, GroupNormOnAPlainCopyTrainsAsTheChannelsLastKernel) {
+  KeepFastPaths keep;
+  auto make = [] {
+    at::manual_seed(4);
+    return detseg::RetinaNetNetwork(
+        detseg::RetinaNetNetworkOptions(3).depth(18).fpn_channels(64).frozen_bn(false).head_group_norm_groups(32));
+  };
+  detseg::FastPathOptions options = detseg::fast_paths();
+  options.channels_last_weights = true;
+  detseg::set_fast_paths(options);
+  detseg::RetinaNetNetwork plain_copy = make(), channels_last = make();
+  detseg::to_fast_weight_layout(plain_copy->parameters());
+  detseg::to_fast_weight_layout(channels_last->parameters());
+  const at::Tensor images = at::randn({2, 3, 128, 160}, at::Generator(at::detail::createCPUGenerator(6)));
+  auto loss_of = [&](detseg::RetinaNetNetwork& net, bool group_norm_plain) {
+    detseg::FastPathOptions o = detseg::fast_paths();
+    o.group_norm_plain = group_norm_plain;
+    detseg::set_fast_paths(o);
+    net->train();
+    const detseg::DenseOutputs out = net->forward(images);
+    return out.cls_logits.sigmoid().mean() + out.box_regression.square().mean();
+  };
+  // The switch does what it says: a channels-last activation is copied to plain, others pass.
+  const at::Tensor nhwc = at::randn({1, 8, 4, 4}).contiguous(at::MemoryFormat::ChannelsLast);
+  options.group_norm_plain = true;
+  detseg::set_fast_paths(options);
+  EXPECT_TRUE(detseg::group_norm_input(nhwc).is_contiguous());
+  options.group_norm_plain = false;
+  detseg::set_fast_paths(options);
+  EXPECT_FALSE(detseg::group_norm_input(nhwc).is_contiguous());
+
+  const at::Tensor a = loss_of(plain_copy, true), b = loss_of(channels_last, false);
+  EXPECT_NEAR(a.item<float>(), b.item<float>(), 1e-5);
+  a.backward();
+  b.backward();
+  const auto pa = plain_copy->named_parameters(), pb = channels_last->named_parameters();
+  int compared = 0;
+  for (const auto& item : pb) {
+    const at::Tensor gb = item.value().grad();
+    if (!gb.defined()) continue;
+    const at::Tensor ga = pa[item.key()].grad();
+    ASSERT_TRUE(ga.defined()) << item.key();
+    EXPECT_LT(relative_difference(ga, gb), 1e-4) << item.key();
+    compared += item.key().find("head") != std::string::npos;
+  }
+  EXPECT_GE(compared, 20);  // the head's convs, GroupNorms and predictors among them
+}

@@ -218,7 +218,8 @@ TEST(Optimizer, EveryTypeStepsByHand) {
 }
 
 // The training loop's step against torch::optim's on a channels-last convolution weight whose
-// gradient arrives contiguous (the fused kernels walk raw memory, so strides must be matched),
+// gradient arrives contiguous or channels-last (the fused kernels walk raw memory, so strides must
+// be matched; they see the weight's memory through a contiguous permuted view),
 // then a step with NaN gradients and the skip flag set: parameters, state and step counts stay
 // bit for bit, and the steps after it go on as if the skipped one had never come.
 TEST(Optimizer, GuardedStepMatchesTorchAndSkipsOnTheDevice) {
@@ -252,7 +253,8 @@ TEST(Optimizer, GuardedStepMatchesTorchAndSkipsOnTheDevice) {
           EXPECT_EQ(guarded.device_steps[0].item<float>(), 2.0f) << what;
         }
       }
-      w.mutable_grad() = grads[i].clone();
+      // Contiguous on even steps, channels-last (as a conv's backward gives it) on odd ones.
+      w.mutable_grad() = i % 2 ? grads[i].contiguous(torch::MemoryFormat::ChannelsLast) : grads[i].clone();
       guarded.step(torch::zeros({}));
       const double tolerance = std::string(type) == "rmsprop" ? 0 : 1e-6;
       EXPECT_LE((w - reference_w).abs().max().item<double>(), tolerance) << what << " step " << i;

@@ -53,7 +53,7 @@ at::Tensor RetinaNetSubnetImpl::forward(const std::vector<at::Tensor>& features)
       if (group_norms.empty()) {
         x = convs[i]->forward(x);
       } else {
-        x = group_norms[i]->forward(convs[i]->conv->forward(x));
+        x = group_norms[i]->forward(group_norm_input(convs[i]->conv->forward(x)));
         apply_activation_(x, convs[i]->options.activation());
       }
     }

@@ -1,6 +1,7 @@
 #include "detseg/models/meta_archs/dense_detector.h"
 
 #include "detseg/core/error.h"
+#include "detseg/core/profile_scope.h"
 #include "detseg/data/example.h"
 #include "detseg/ops/box_coder.h"
 #include "detseg/ops/nms.h"
@@ -103,7 +104,12 @@ void DenseDetectorImpl::check_input(const Batch& batch) const {
 
 ModelLosses DenseDetectorImpl::losses(const Batch& batch) {
   check_input(batch);
-  return losses_from(forward_(batch.images), batch);
+  DenseOutputs out;
+  {
+    DETSEG_PROFILE_SCOPE("detseg::network");
+    out = forward_(batch.images);
+  }
+  return losses_from(out, batch);
 }
 
 std::vector<Boxes> DenseDetectorImpl::detect(const Batch& batch) {
@@ -118,6 +124,7 @@ std::pair<ModelLosses, std::vector<Boxes>> DenseDetectorImpl::losses_and_detect(
 }
 
 ModelLosses DenseDetectorImpl::losses_from(const DenseOutputs& out, const Batch& batch) {
+  DETSEG_PROFILE_SCOPE("detseg::targets_and_loss");
   auto [cls_targets, box_targets] = targets(batch);
   DETSEG_CHECK(out.cls_logits.size(1) == cls_targets.size(1), "dense detector: the network predicts ",
                out.cls_logits.size(1), " anchors but the anchor generator made ", cls_targets.size(1));

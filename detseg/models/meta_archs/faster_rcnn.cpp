@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "detseg/core/error.h"
+#include "detseg/core/profile_scope.h"
 #include "detseg/losses/two_stage_loss.h"
 #include "detseg/ops/anchors.h"
 #include "detseg/ops/box_coder.h"
@@ -558,7 +559,14 @@ std::vector<Boxes> to_original(std::vector<Boxes> dets, const Batch& batch, doub
 }
 }  // namespace
 
-ModelLosses FasterRcnnImpl::losses(const Batch& batch) { return loss(predict(batch), batch); }
+ModelLosses FasterRcnnImpl::losses(const Batch& batch) {
+  auto predicted = [&] {
+    DETSEG_PROFILE_SCOPE("detseg::network_and_sampling");  // proposals and the second stage's samples
+    return predict(batch);
+  }();
+  DETSEG_PROFILE_SCOPE("detseg::loss");
+  return loss(predicted, batch);
+}
 
 std::vector<Boxes> FasterRcnnImpl::detect(const Batch& batch) {
   FasterRcnnPredictions p = predict(batch);

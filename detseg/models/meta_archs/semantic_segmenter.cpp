@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "detseg/core/error.h"
+#include "detseg/core/profile_scope.h"
 #include "detseg/structures/tensor_utils.h"
 
 namespace detseg {
@@ -33,7 +34,13 @@ ModelLosses SemanticSegmenterImpl::losses_from(const at::Tensor& logits, const B
 }
 
 ModelLosses SemanticSegmenterImpl::losses(const Batch& batch) {
-  return losses_from(run_network(batch.images), batch);
+  at::Tensor logits;
+  {
+    DETSEG_PROFILE_SCOPE("detseg::network");
+    logits = run_network(batch.images);
+  }
+  DETSEG_PROFILE_SCOPE("detseg::loss");
+  return losses_from(logits, batch);
 }
 
 bool SemanticSegmenterImpl::single_pass() const {
