@@ -169,6 +169,15 @@ void StepProfiler::after_step(int64_t steps_done) {
   if (active_ && steps_done == last_) finish(steps_done);
 }
 
+void StepProfiler::end_of_run(int64_t steps_done) {
+  if (active_) {
+    finish(steps_done);
+  } else if (first_ > steps_done && main_process_) {
+    log_warn("train.profile: no step profiled; the run ended at step ", steps_done, " before step ", first_,
+             " (lower train.profile.warmup)");
+  }
+}
+
 void StepProfiler::finish(int64_t last_step) {
   if (cuda_) torch::cuda::synchronize();
   const auto result = torch::autograd::profiler::disableProfiler();

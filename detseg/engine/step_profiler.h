@@ -41,6 +41,9 @@ class StepProfiler {
 
   void before_step(int64_t steps_done);  // starts the profile before its first step
   void after_step(int64_t steps_done);   // ends it after its last step and writes the files
+  // After the loop: a profile the run's end cut short is written with the steps it has; one that
+  // never started (warmup reached past the run's last step) is a warning.
+  void end_of_run(int64_t steps_done);
 
  private:
   void finish(int64_t last_step);

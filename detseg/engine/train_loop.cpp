@@ -573,6 +573,7 @@ TrainResult train_model(const PipelineConfig& config, const std::string& model_d
       }
     }
   }
+  profiler.end_of_run(step);
   result.step = step;
   log_info("saved ", result.last_checkpoint);
   return result;

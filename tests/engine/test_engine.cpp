@@ -678,4 +678,10 @@ TEST(StepProfiler, TrainingWritesTheTableAndTraceOfTheProfiledSteps) {
   bool saw_backward = false;
   for (const auto& e : trace["traceEvents"]) saw_backward |= e.value("name", "") == "detseg::backward";
   EXPECT_TRUE(saw_backward);
+  // Asked for more steps than the run has left: the profile ends with the run (steps 4-4 of 4).
+  const fs::path cut = workdir() / "profiled_cut";
+  fs::remove_all(cut);
+  detseg::train_model(make_config({"train.profile.steps=10", "train.profile.warmup=3", "train.checkpoint_every=100"}),
+                      cut.string());
+  EXPECT_EQ(read_text(cut / "profile" / "steps-4-4-ops.txt").rfind("profile of steps 4-4\n", 0), 0u);
 }
