@@ -14,7 +14,8 @@
 # coco128-person (a second held-out set nothing was tuned on: COCO128's photos, "person" boxes
 # only, 96 train / 32 test images; bench/data/coco128_person.py, ../shared/data/coco128 or COCO128_DIR).
 # The --set overrides go to detseg's train and eval only (e.g. --set model.box_loss=l1, to try a
-# detseg variant against the same torchvision run).
+# detseg variant against the same torchvision run); torchvision takes detseg's resolved
+# train.moving_average_decay, so that a weight average is part of both recipes or of neither.
 # Needs build/detseg (scripts/build.sh), the venv's torchvision (scripts/setup.sh --peers) and
 # ../shared/data/bccd (or BCCD_DIR).
 set -euo pipefail
@@ -46,6 +47,8 @@ esac
 config=$here/bench/configs/learning_retinanet_r18_bccd.yaml
 data=(--set "train_input.annotations=$out/train.json" --set "train_input.images=$images"
       --set "eval_input.annotations=$out/test.json" --set "eval_input.images=$images" "${overrides[@]}")
+# The peer averages its weights as detseg's side does (train.moving_average_decay, 0: off).
+ema=$("$bin" info --config "$config" "${data[@]}" --resolved | awk '/^  moving_average_decay:/ {print $2}')
 "$bin" info | grep '^machine'
 echo "equal-time learning: ${minutes} min each, $threads threads, $dataset train -> test; results in $out${overrides:+; detseg ${overrides[*]}}"
 
@@ -63,7 +66,7 @@ peers=(detseg)
 if [[ ${DETSEG_BENCH_TORCHVISION:-1} != 0 ]]; then
   peers+=(torchvision)
   "$python" "$here/bench/peers/learning_torchvision.py" --train "$out/train.json" --test "$out/test.json" \
-    --images "$images" --seconds $((minutes * 60)) --threads "$threads" \
+    --images "$images" --seconds $((minutes * 60)) --threads "$threads" --ema-decay "${ema:-0}" \
     --out "$out/torchvision-detections.json" > "$out/torchvision.json"
 fi
 

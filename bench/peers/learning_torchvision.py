@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import random
+import sys
 import time
 
 import torch
@@ -50,6 +51,27 @@ def read_image(images_dir, file_name):
     return decode_image(data, mode=ImageReadMode.RGB).float() / 255.0
 
 
+def write_detections(model, images_dir, test_images, cats, path, averages=None):
+    was_training = model.training
+    if averages is not None:  # evaluate the averaged weights, as detseg's EmaScope does
+        current = {k: v.detach().clone() for k, v in model.state_dict().items() if k in averages}
+        model.load_state_dict(averages, strict=False)
+    model.eval()
+    results = []
+    with torch.no_grad():
+        for img in test_images:
+            d = model([read_image(images_dir, img["file_name"])])[0]
+            for box, score, label in zip(d["boxes"].tolist(), d["scores"].tolist(), d["labels"].tolist()):
+                x0, y0, x1, y1 = box
+                results.append({"image_id": img["id"], "category_id": cats[label],
+                                "bbox": [x0, y0, x1 - x0, y1 - y0], "score": score})
+    with open(path, "w") as f:
+        json.dump(results, f)
+    if averages is not None:
+        model.load_state_dict(current, strict=False)
+    model.train(was_training)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--train", required=True)
@@ -73,12 +95,23 @@ def main():
     p.add_argument("--profile-steps", type=int, default=0)
     p.add_argument("--profile-warmup", type=int, default=10)
     p.add_argument("--profile-out", default="")
+    # Learning curves: --eval-every N writes the test set's detections after every N steps to
+    # OUT.step-N.json (the time spent there is left out of the budget); --max-steps ends the run
+    # after that many steps even inside the budget.
+    p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--max-steps", type=int, default=0)
+    # detseg's train.moving_average_decay: an average of every floating-point parameter and
+    # buffer (batch-norm statistics too), decay min(D, (1 + n) / (10 + n)) after update n, used
+    # for every evaluation. 0: off.
+    p.add_argument("--ema-decay", type=float, default=0.0)
     a = p.parse_args()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     random.seed(a.seed)
     images, boxes, cats = load_coco(a.train)
+    test_images, _, test_cats = load_coco(a.test)
+    assert test_cats == cats, "train and test categories differ"
     body = torchvision.models.resnet18(weights=None, norm_layer=torch.nn.BatchNorm2d)
     backbone = BackboneWithFPN(body, return_layers={"layer2": "0", "layer3": "1", "layer4": "2"},
                                in_channels_list=[128, 256, 512], out_channels=a.fpn,
@@ -92,6 +125,9 @@ def main():
                       anchor_generator=anchors, head=head, score_thresh=0.05, nms_thresh=0.5,
                       detections_per_img=100, topk_candidates=1000)
     params = [q for q in model.parameters() if q.requires_grad]
+    averages = None
+    if a.ema_decay > 0:
+        averages = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
     opt = torch.optim.Adam(params, lr=a.lr)
 
     cache = {}
@@ -113,7 +149,7 @@ def main():
     # Phase marks only when profiling: the timed runs keep the step they always had.
     phase = torch.profiler.record_function if a.profile_steps > 0 else (lambda name: contextlib.nullcontext())
     start = time.perf_counter()
-    while time.perf_counter() - start < a.seconds:
+    while time.perf_counter() - start < a.seconds and (a.max_steps <= 0 or step < a.max_steps):
         if a.profile_steps > 0 and step == a.profile_warmup:
             profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
             profiler.__enter__()
@@ -138,7 +174,19 @@ def main():
                 torch.nn.utils.clip_grad_norm_(params, a.clip)
             opt.step()
         step += 1
+        if averages is not None:
+            decay = min(a.ema_decay, (1.0 + step) / (10.0 + step))
+            with torch.no_grad():
+                for k, v in model.state_dict().items():
+                    if k in averages:
+                        averages[k].sub_((averages[k] - v) * (1.0 - decay))
         last_loss = loss.detach().item()
+        if a.eval_every > 0 and step % a.eval_every == 0:
+            paused = time.perf_counter()
+            write_detections(model, a.images, test_images, cats, f"{a.out}.step-{step}.json", averages)
+            print(json.dumps({"step": step, "loss": last_loss, **{k: v.item() for k, v in losses.items()}}),
+                  file=sys.stderr, flush=True)
+            start += time.perf_counter() - paused
         if profiler is not None and step == a.profile_warmup + a.profile_steps:
             profiler.__exit__(None, None, None)
             table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=45, max_name_column_width=60)
@@ -148,19 +196,7 @@ def main():
             profiler = None
     seconds = time.perf_counter() - start
 
-    test_images, _, test_cats = load_coco(a.test)
-    assert test_cats == cats, "train and test categories differ"
-    model.eval()
-    results = []
-    with torch.no_grad():
-        for img in test_images:
-            d = model([read_image(a.images, img["file_name"])])[0]
-            for box, score, label in zip(d["boxes"].tolist(), d["scores"].tolist(), d["labels"].tolist()):
-                x0, y0, x1, y1 = box
-                results.append({"image_id": img["id"], "category_id": cats[label],
-                                "bbox": [x0, y0, x1 - x0, y1 - y0], "score": score})
-    with open(a.out, "w") as f:
-        json.dump(results, f)
+    write_detections(model, a.images, test_images, cats, a.out, averages)
     print(json.dumps({"steps": step, "seconds": seconds, "seconds_per_step": seconds / max(step, 1),
                       "last_loss": last_loss, "torchvision": torchvision.__version__}))
 
