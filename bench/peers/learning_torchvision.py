@@ -4,8 +4,9 @@
 # trained, FPN of --fpn channels with P6/P7 from P5, the v2 head with GroupNorm(32), anchors
 # anchor_scale x stride, 3 scales x 3 ratios) on a COCO-format training set for a fixed wall-clock
 # budget with the recipe of bench/configs/learning_retinanet_r18_bccd.yaml (Adam, linear warm-up
-# then constant, clipping, batch, flips, keep-aspect resize padded to 32), then writes its
-# detections on the test set in COCO results format for the common evaluator.
+# then constant, clipping, batch, flips, keep-aspect resize padded to 32; with --ema-decay the
+# config's weight average), then writes its detections on the test set in COCO results format for
+# the common evaluator (with --eval-every, also every N steps: bench/learning_curves.sh).
 # Prints one JSON line: steps, seconds, seconds per step, last loss.
 #   learning_torchvision.py --train T.json --test V.json --images DIR --seconds S --out dets.json
 import argparse
