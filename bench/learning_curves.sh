@@ -6,7 +6,8 @@
 # per-class AP, so a gap at the end of an equal-time run can be placed: from the start, or
 # growing with the steps (over-fitting, a late instability). Wall-clock time is not compared here.
 #   bash bench/learning_curves.sh [steps, default 2000] [every, default 250] [threads, default 2] [--set key=value ...]
-# The --set overrides go to detseg only; the peer takes detseg's train.moving_average_decay. DETSEG_BENCH_TORCHVISION=0 leaves torchvision out.
+# The --set overrides go to detseg only; the peer takes detseg's train.moving_average_decay.
+# DETSEG_BENCH_TORCHVISION=0 leaves torchvision out.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-2000}
@@ -39,8 +40,10 @@ if [[ ${DETSEG_BENCH_TORCHVISION:-1} != 0 ]]; then
 fi
 for ((s = every; s <= steps; s += every)); do
   "$bin" -q coco-eval --gt "$out/test.json" --dt "$out/detseg/eval/detections-$s.json" --json "$out/detseg-$s.json" > /dev/null
-  [[ ${#sides[@]} == 2 ]] && "$bin" -q coco-eval --gt "$out/test.json" --dt "$out/torchvision.json.dets.step-$s.json" \
-    --json "$out/torchvision-$s.json" > /dev/null
+  if [[ ${#sides[@]} == 2 ]]; then
+    "$bin" -q coco-eval --gt "$out/test.json" --dt "$out/torchvision.json.dets.step-$s.json" \
+      --json "$out/torchvision-$s.json" > /dev/null
+  fi
 done
 "$python" - "$out" "$steps" "$every" "${sides[@]}" <<'PY'
 import json, os, sys

@@ -126,9 +126,11 @@ def main():
                       anchor_generator=anchors, head=head, score_thresh=0.05, nms_thresh=0.5,
                       detections_per_img=100, topk_candidates=1000)
     params = [q for q in model.parameters() if q.requires_grad]
-    averages = None
+    averages, averaged = None, []
     if a.ema_decay > 0:
         averages = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+        # state_dict's tensors share the parameters' and buffers' memory, updated in place: pair once.
+        averaged = [(averages[k], v) for k, v in model.state_dict().items() if k in averages]
     opt = torch.optim.Adam(params, lr=a.lr)
 
     cache = {}
@@ -175,12 +177,11 @@ def main():
                 torch.nn.utils.clip_grad_norm_(params, a.clip)
             opt.step()
         step += 1
-        if averages is not None:
+        if averaged:
             decay = min(a.ema_decay, (1.0 + step) / (10.0 + step))
             with torch.no_grad():
-                for k, v in model.state_dict().items():
-                    if k in averages:
-                        averages[k].sub_((averages[k] - v) * (1.0 - decay))
+                for average, current in averaged:
+                    average.sub_((average - current) * (1.0 - decay))
         last_loss = loss.detach().item()
         if a.eval_every > 0 and step % a.eval_every == 0:
             paused = time.perf_counter()
